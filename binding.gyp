@@ -1,0 +1,52 @@
+{
+  # Sources come from native/sources.json, the list CMakeLists.txt reads too.
+  "variables": {
+    "mhsa_release_flags": ["-O3", "-fPIC", "-std=c++17"]
+  },
+  "targets": [
+    {
+      "target_name": "mhsa",
+      "sources": [
+        "<!@(node -p \"require('./native/sources.json').core.join(' ')\")",
+        "<!@(node -p \"require('./native/sources.json').binding.join(' ')\")"
+      ],
+      "dependencies": [
+        "<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"
+      ],
+      "defines": ["NAPI_VERSION=8", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
+      "cflags_cc": ["<@(mhsa_release_flags)"],
+      "cflags_cc!": ["-std=gnu++17"],
+      "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-std=c++17"]},
+      "conditions": [
+        ["target_arch=='x64'", {
+          "defines": ["MHSA_HAVE_X86_KERNELS"],
+          "dependencies": ["mhsa_avx2", "mhsa_avx512"]
+        }]
+      ]
+    }
+  ],
+  "conditions": [
+    ["target_arch=='x64'", {
+      "targets": [
+        {
+          "target_name": "mhsa_avx2",
+          "type": "static_library",
+          "sources": ["<!@(node -p \"require('./native/sources.json').avx2.join(' ')\")"],
+          "cflags_cc": ["<@(mhsa_release_flags)", "-mavx2", "-mfma"],
+          "cflags_cc!": ["-std=gnu++17"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-mavx2", "-mfma"]}
+        },
+        {
+          "target_name": "mhsa_avx512",
+          "type": "static_library",
+          "sources": ["<!@(node -p \"require('./native/sources.json').avx512.join(' ')\")"],
+          "cflags_cc": ["<@(mhsa_release_flags)", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                        "-mavx512dq", "-mfma", "-mprefer-vector-width=512"],
+          "cflags_cc!": ["-std=gnu++17"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                                                      "-mavx512dq", "-mfma"]}
+        }
+      ]
+    }]
+  ]
+}

@@ -1,0 +1,52 @@
+// Module entry: registers the op bindings and the runtime knobs.
+#include <napi.h>
+
+#include "../kernels/kernel_table.h"
+#include "../runtime/cpu_features.h"
+#include "../runtime/thread_pool.h"
+#include "async_job.h"
+#include "bindings.h"
+
+namespace mhsa {
+namespace {
+
+Napi::Value infoBinding(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("isa", kernels().name);
+  r.Set("threads", numThreads());
+#ifdef MHSA_BLAS
+  r.Set("blas", MHSA_BLAS);
+#else
+  r.Set("blas", env.Null());
+#endif
+  r.Set("pendingAsync", pendingAsync(env));
+  return r;
+}
+
+Napi::Value setNumThreadsBinding(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "setNumThreads: n must be a number");
+  const double n = info[0].As<Napi::Number>().DoubleValue();
+  if (!(n >= 1 && n <= 1024) || n != static_cast<int>(n))
+    throw Napi::RangeError::New(env, "setNumThreads: n must be an integer from 1 to 1024");
+  setNumThreads(static_cast<int>(n));
+  return env.Undefined();
+}
+
+}  // namespace
+}  // namespace mhsa
+
+static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
+  using namespace mhsa;
+  initAsync(env);
+  exports.Set("matmul", Napi::Function::New(env, matmulBinding, "matmul"));
+  exports.Set("softmax", Napi::Function::New(env, softmaxBinding, "softmax"));
+  exports.Set("attention", Napi::Function::New(env, attentionBinding, "attention"));
+  exports.Set("info", Napi::Function::New(env, infoBinding, "info"));
+  exports.Set("setNumThreads", Napi::Function::New(env, setNumThreadsBinding, "setNumThreads"));
+  exports.Set("defaultNumThreads", Napi::Number::New(env, defaultNumThreads()));
+  return exports;
+}
+
+NODE_API_MODULE(mhsa, InitMhsa)

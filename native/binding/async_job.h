@@ -1,0 +1,31 @@
+// Async ops run on one package-owned dispatcher thread, which drives the
+// shared compute pool (so in-flight async work never uses more compute threads
+// than setNumThreads allows), and report back through a per-environment
+// thread-safe function. Each job holds references to its buffers until its
+// callback has run on the JS thread.
+#pragma once
+
+#include <napi.h>
+
+#include <functional>
+#include <vector>
+
+namespace mhsa {
+
+using WorkFn = std::function<void()>;
+
+// Per-environment setup (main thread and each worker_thread loading the addon).
+void initAsync(Napi::Env env);
+
+// Queues work; callback(error | null) runs later on this environment's JS thread.
+void submitAsync(Napi::Env env, Napi::Function callback, const std::vector<Napi::Value>& keepAlive,
+                 WorkFn work);
+
+// Runs work now if info[callbackIndex] is not a function, else queues it.
+void runOrSubmit(const Napi::CallbackInfo& info, size_t callbackIndex,
+                 const std::vector<Napi::Value>& keepAlive, WorkFn work);
+
+// Number of async jobs queued or running in this environment.
+int pendingAsync(Napi::Env env);
+
+}  // namespace mhsa

@@ -1,0 +1,36 @@
+// Scaled dot-product attention over strided 4-D views, batched over batch and heads:
+//   out[b,h] = softmax(scale * q[b,h] k[b,g]^T + mask[b,h] + padding + causal) v[b,g]
+// with g = h / (heads / kvHeads) (grouped-query attention).
+#pragma once
+
+#include <cstdint>
+
+namespace mhsa {
+
+// A 4-D view in logical [batch, head, seq, dim] order; strides in elements.
+struct Strided4 {
+  const float* data;
+  int64_t batchStride, headStride, seqStride, dimStride;
+};
+
+struct AttentionProblem {
+  int64_t batch, heads, kvHeads, seqQ, seqKV, headDim, headDimV;
+  Strided4 q, k, v;
+  float* out;  // strides as in outView (its data pointer is ignored)
+  Strided4 outView;
+  float scale;
+  bool causal;  // query i sees keys j <= i + (seqKV - seqQ)
+  // Additive mask in [batch, head, seqQ, seqKV] order; a broadcast dim has stride 0.
+  const float* mask;
+  int64_t maskStride[4];
+  const uint8_t* keyPadding;  // [batch, seqKV], nonzero = ignore that key; may be null
+  float* weights;             // contiguous [batch, heads, seqQ, seqKV]; may be null
+};
+
+// Rows of queries handled together: their scores (kAttentionQueryTile x seqKV)
+// are the only O(seqKV) buffer, so memory stays linear in sequence length.
+constexpr int64_t kAttentionQueryTile = 64;
+
+void attentionForward(const AttentionProblem& p);
+
+}  // namespace mhsa

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <cstdint>
+
+namespace mhsa {
+
+// y = softmax(x * scale) over n elements, max-subtracted so no exp overflows.
+// A row whose scaled elements are all -Infinity (or n == 0) gives zeros.
+// y may equal x.
+void softmaxRow(const float* x, float* y, int64_t n, float scale);
+
+// softmaxRow over rows [0, rows) of contiguous row-major data, spread over the pool.
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float scale);
+
+}  // namespace mhsa

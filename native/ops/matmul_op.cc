@@ -1,0 +1,114 @@
+#include "matmul_op.h"
+
+#include "../runtime/thread_pool.h"
+
+namespace mhsa {
+namespace {
+
+Status rankError(const char* arg, const Shape& s) {
+  return Status::rangeError(std::string("matmul: ") + arg + " must have at least 2 dims, received shape " +
+                            shapeToString(s));
+}
+
+}  // namespace
+
+Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
+  if (args.a.size() < 2) return rankError("a", args.a);
+  if (args.b.size() < 2) return rankError("b", args.b);
+  Status st = checkLength("matmul", "a", args.a, args.aLength);
+  if (!st.ok()) return st;
+  if (!(st = checkLength("matmul", "b", args.b, args.bLength)).ok()) return st;
+  if (args.hasC && !(st = checkLength("matmul", "c", args.c, args.cLength)).ok()) return st;
+  if (!(st = checkLength("matmul", "out", args.out, args.outLength)).ok()) return st;
+
+  const size_t ra = args.a.size(), rb = args.b.size();
+  const int64_t aRows = args.a[ra - 2], aCols = args.a[ra - 1];
+  const int64_t bRows = args.b[rb - 2], bCols = args.b[rb - 1];
+  const int64_t m = args.transposeA ? aCols : aRows;
+  const int64_t k = args.transposeA ? aRows : aCols;
+  const int64_t kb = args.transposeB ? bCols : bRows;
+  const int64_t n = args.transposeB ? bRows : bCols;
+  if (k != kb)
+    return Status::rangeError("matmul: inner dims differ: op(a) is " + std::to_string(m) + "x" +
+                              std::to_string(k) + " but op(b) is " + std::to_string(kb) + "x" +
+                              std::to_string(n));
+
+  const Shape aBatch(args.a.begin(), args.a.end() - 2);
+  const Shape bBatch(args.b.begin(), args.b.end() - 2);
+  Shape batch;
+  if (!broadcastShapes(aBatch, bBatch, &batch))
+    return Status::rangeError("matmul: batch dims of a " + shapeToString(aBatch) + " and b " +
+                              shapeToString(bBatch) + " do not broadcast");
+  Shape result = batch;
+  result.push_back(m);
+  result.push_back(n);
+  if (elementCount(result) < 0)
+    return Status::rangeError("matmul: result shape " + shapeToString(result) + " is too large");
+  if (args.out != result)
+    return Status::rangeError("matmul: out.shape must be " + shapeToString(result) + ", received " +
+                              shapeToString(args.out));
+  if (args.hasC) {
+    Shape joined;
+    if (args.c.size() > result.size() || !broadcastShapes(args.c, result, &joined) || joined != result)
+      return Status::rangeError("matmul: c.shape " + shapeToString(args.c) +
+                                " must broadcast to the result shape " + shapeToString(result));
+  }
+
+  plan->m = m;
+  plan->n = n;
+  plan->k = k;
+  plan->batch = batch;
+  plan->batchCount = elementCount(batch);
+  plan->aBatchStrides = broadcastStrides(aBatch, batch);
+  plan->bBatchStrides = broadcastStrides(bBatch, batch);
+  // Each batch entry of a is aRows x aCols row-major; op(a) reads it transposed by swapping strides.
+  const int64_t aMatrix = aRows * aCols, bMatrix = bRows * bCols;
+  for (int64_t& s : plan->aBatchStrides) s *= aMatrix;
+  for (int64_t& s : plan->bBatchStrides) s *= bMatrix;
+  plan->aRowStride = args.transposeA ? 1 : aCols;
+  plan->aColStride = args.transposeA ? aCols : 1;
+  plan->bRowStride = args.transposeB ? 1 : bCols;
+  plan->bColStride = args.transposeB ? bCols : 1;
+  plan->hasC = args.hasC;
+  if (args.hasC) {
+    const Shape full = broadcastStrides(args.c, result);
+    plan->cBatchStrides.assign(full.begin(), full.end() - 2);
+    plan->cRowStride = full[full.size() - 2];
+    plan->cColStride = full[full.size() - 1];
+  }
+  return Status::success();
+}
+
+void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
+               float alpha, float beta) {
+  if (plan.batchCount == 0 || plan.m == 0 || plan.n == 0) return;
+  const int64_t tilesPerProduct = gemmTileCount(plan.m, plan.n);
+  const size_t rank = plan.batch.size();
+  parallelFor(plan.batchCount * tilesPerProduct, [&](int64_t task) {
+    const int64_t index = task / tilesPerProduct;
+    // Offsets of this batch entry in each operand, from its multi-index.
+    int64_t aOff = 0, bOff = 0, cOff = 0, rem = index;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t id = rem % plan.batch[d];
+      rem /= plan.batch[d];
+      aOff += id * plan.aBatchStrides[d];
+      bOff += id * plan.bBatchStrides[d];
+      if (plan.hasC) cOff += id * plan.cBatchStrides[d];
+    }
+    GemmProblem p{};
+    p.m = plan.m;
+    p.n = plan.n;
+    p.k = plan.k;
+    p.alpha = alpha;
+    p.a = {a + aOff, plan.aRowStride, plan.aColStride};
+    p.b = {b + bOff, plan.bRowStride, plan.bColStride};
+    p.beta = beta;
+    p.c = {plan.hasC ? c + cOff : nullptr, plan.cRowStride, plan.cColStride};
+    p.out = out + index * plan.m * plan.n;
+    p.outRowStride = plan.n;
+    p.outColStride = 1;
+    gemmTile(p, task % tilesPerProduct);
+  });
+}
+
+}  // namespace mhsa

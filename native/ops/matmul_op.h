@@ -1,0 +1,37 @@
+// matmul: out[..., M, N] = alpha * op(a)[..., M, K] * op(b)[..., K, N] + beta * c
+// with numpy broadcasting of the leading (batch) dims, and c broadcast to out.
+#pragma once
+
+#include "../kernels/gemm.h"
+#include "shape.h"
+
+namespace mhsa {
+
+struct MatmulArgs {
+  Shape a, b, out;
+  Shape c;  // used only when hasC
+  bool hasC = false;
+  bool transposeA = false, transposeB = false;
+  int64_t aLength = 0, bLength = 0, cLength = 0, outLength = 0;
+};
+
+struct MatmulPlan {
+  int64_t m = 0, n = 0, k = 0;
+  Shape batch;                                 // broadcast batch dims of the result
+  Shape aBatchStrides, bBatchStrides, cBatchStrides;
+  int64_t aRowStride = 0, aColStride = 0;      // of op(a)
+  int64_t bRowStride = 0, bColStride = 0;      // of op(b)
+  int64_t cRowStride = 0, cColStride = 0;      // 0 where c broadcasts
+  bool hasC = false;
+  int64_t batchCount = 0;
+};
+
+// Checks every shape and length; on success fills plan.
+Status planMatmul(const MatmulArgs& args, MatmulPlan* plan);
+
+// Runs a planned product on the thread pool. c may be null (then beta is ignored)
+// and may equal out.
+void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
+               float alpha, float beta);
+
+}  // namespace mhsa

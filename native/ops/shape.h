@@ -1,0 +1,46 @@
+// Shape checking shared by the op planners. Pure C++: the binding, native tests
+// and fuzzers all go through these, so untrusted shapes are checked in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhsa {
+
+using Shape = std::vector<int64_t>;
+
+// The outcome of checking an op's arguments. kind mirrors the JS error class
+// the binding throws: a wrong kind of value is Type, a wrong value is Range.
+struct Status {
+  enum class Kind { Ok, Type, Range };
+  Kind kind = Kind::Ok;
+  std::string message;
+
+  bool ok() const { return kind == Kind::Ok; }
+  static Status success() { return {}; }
+  static Status typeError(std::string m) { return {Kind::Type, std::move(m)}; }
+  static Status rangeError(std::string m) { return {Kind::Range, std::move(m)}; }
+};
+
+// Largest element count accepted for one tensor: 2^32 - 1, the most a Node 20
+// Float32Array holds, so count * 4 bytes and every offset fit comfortably in int64.
+constexpr int64_t kMaxElements = (int64_t{1} << 32) - 1;
+
+// Product of dims, or -1 if it exceeds kMaxElements (dims must be >= 0).
+int64_t elementCount(const Shape& s);
+
+std::string shapeToString(const Shape& s);
+
+// Checks that a tensor's data length equals the product of its shape.
+Status checkLength(const char* fn, const char* arg, const Shape& s, int64_t length);
+
+// Numpy broadcasting of two shapes (right-aligned, 1 stretches). False if incompatible.
+bool broadcastShapes(const Shape& a, const Shape& b, Shape* out);
+
+// Element strides of a contiguous tensor of shape s viewed as the right-aligned
+// target shape: a missing or size-1 dim that the target stretches gets stride 0.
+// Requires s to be broadcastable to target.
+Shape broadcastStrides(const Shape& s, const Shape& target);
+
+}  // namespace mhsa

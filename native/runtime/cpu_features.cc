@@ -1,0 +1,54 @@
+#include "cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mhsa {
+namespace {
+
+Isa detectCpuIsa() {
+#if defined(MHSA_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  // AVX-512 kernels use F, VL, BW and DQ; the AVX2 kernels need FMA beside AVX2.
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma"))
+    return Isa::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+#endif
+  return Isa::Generic;
+}
+
+Isa requestedIsa() {
+  const char* env = std::getenv("MHSA_ISA");
+  if (env == nullptr || *env == '\0') return Isa::Avx512;
+  if (std::strcmp(env, "avx2") == 0) return Isa::Avx2;
+  if (std::strcmp(env, "scalar") == 0 || std::strcmp(env, "generic") == 0) return Isa::Generic;
+  return Isa::Avx512;
+}
+
+}  // namespace
+
+Isa selectedIsa() {
+  static const Isa isa = [] {
+    Isa cpu = detectCpuIsa();
+    Isa want = requestedIsa();
+    return static_cast<int>(want) < static_cast<int>(cpu) ? want : cpu;
+  }();
+  return isa;
+}
+
+const char* isaName(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    default: break;
+  }
+#if defined(__aarch64__)
+  return "neon";
+#else
+  return "scalar";
+#endif
+}
+
+}  // namespace mhsa

@@ -1,0 +1,15 @@
+// Which SIMD instruction sets this CPU can run, detected once.
+#pragma once
+
+namespace mhsa {
+
+enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2 };
+
+// The best ISA both compiled in and supported by the CPU, lowered by the
+// MHSA_ISA environment variable (avx512 | avx2 | scalar) so tests can force
+// each path on one machine. MHSA_ISA never raises the level above what the CPU has.
+Isa selectedIsa();
+
+const char* isaName(Isa isa);
+
+}  // namespace mhsa

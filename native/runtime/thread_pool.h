@@ -1,0 +1,33 @@
+// A persistent pool of compute threads shared by every op in the process.
+//
+// parallelFor() splits work into tasks claimed from an atomic counter; the
+// calling thread takes part, so a pool of N threads has N-1 helpers. Only one
+// parallel region runs at a time: a caller that finds the pool busy (another
+// JS thread, or a sync call while an async op computes) runs its tasks alone
+// rather than waiting, so the number of compute threads stays bounded and no
+// caller blocks behind another's work. Idle helpers sleep on a condition
+// variable; nothing spins.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace mhsa {
+
+using TaskFn = std::function<void(int64_t task)>;
+
+// Runs fn(0..numTasks-1), each exactly once, and returns when all are done.
+// The first exception thrown by any task is rethrown here after the rest finish.
+void parallelFor(int64_t numTasks, const TaskFn& fn);
+
+// Number of compute threads used by parallelFor (the caller included).
+int numThreads();
+
+// Sets the number of compute threads (>= 1). Blocks until no region runs.
+void setNumThreads(int n);
+
+// Default thread count: MHSA_NUM_THREADS if set to a positive integer,
+// otherwise the number of hardware threads.
+int defaultNumThreads();
+
+}  // namespace mhsa
