@@ -1,0 +1,16 @@
+// ESM entry: the CommonJS build re-exported under named exports.
+import mhsa from '../dist/lib/index.js';
+
+export const {
+  tensor,
+  matmul,
+  matmulAsync,
+  softmax,
+  softmaxAsync,
+  attention,
+  attentionAsync,
+  info,
+  setNumThreads,
+  getNumThreads,
+} = mhsa;
+export default mhsa;

@@ -1,0 +1,280 @@
+import { broadcastsTo } from './broadcast';
+import { formatShape, rangeError, typeError } from './errors';
+import { native } from './native';
+import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
+import { runAsync } from './queue';
+import {
+  checkNoAlias,
+  checkShape,
+  checkTensor,
+  elementCount,
+  isDetached,
+  resultTensor,
+  type CheckedTensor,
+  type Tensor,
+  type TensorLike,
+} from './tensor';
+
+/**
+ * Memory layout of q, k, v and the output.
+ * - `'bhsd'`: [batch, heads, seq, headDim] (the default).
+ * - `'bshd'`: [batch, seq, heads, headDim]: the packed [batch, seq, heads·headDim]
+ *   projection output viewed per head, with no permute.
+ * - `'bhds'`: [batch, heads, headDim, seq]: tokens as columns, O = V·softmax(Kᵀ·Q/√d).
+ */
+export type AttentionLayout = 'bhsd' | 'bshd' | 'bhds';
+
+/** Options of {@link attention} and {@link attentionAsync}. */
+export interface AttentionOptions {
+  /** Layout of q, k, v and the output. Default `'bhsd'`; 3-D inputs are `'bshd'`. */
+  layout?: AttentionLayout;
+  /** Number of query heads; required when q is 3-D [batch, seq, heads·headDim]. */
+  heads?: number;
+  /** Number of key/value heads for 3-D k and v (grouped-query attention). Default `heads`. */
+  kvHeads?: number;
+  /** Query i attends keys j ≤ i + (seqKV − seqQ) (bottom-right aligned). Default false. */
+  causal?: boolean;
+  /** Additive float mask broadcastable to [batch, heads, seqQ, seqKV]; −Infinity blocks a key. */
+  mask?: TensorLike;
+  /** Uint8Array of batch·seqKV bytes (or a tensor of shape [batch, seqKV]); nonzero = ignore that key. */
+  keyPaddingMask?: Uint8Array | { data: Uint8Array; shape: readonly number[] };
+  /** Multiplies q·kᵀ. Default 1/√headDim. */
+  scale?: number;
+  /** Also return the attention probabilities [batch, heads, seqQ, seqKV]. Default false. */
+  returnWeights?: boolean;
+  /** Where to write the output; q's layout with v's head dim. */
+  out?: Tensor;
+}
+
+/** The result of attention with `returnWeights: true`. */
+export interface AttentionWithWeights {
+  output: Tensor;
+  /** Softmax probabilities, [batch, heads, seqQ, seqKV]. */
+  weights: Tensor;
+}
+
+const KNOWN = ['layout', 'heads', 'kvHeads', 'causal', 'mask', 'keyPaddingMask', 'scale', 'returnWeights', 'out'] as const;
+const LAYOUTS: readonly AttentionLayout[] = ['bhsd', 'bshd', 'bhds'];
+const LAYOUT_CODE: Record<AttentionLayout, number> = { bhsd: 0, bshd: 1, bhds: 2 };
+// Position of the logical [batch, head, seq, dim] axes in each layout's shape, and their names.
+const AXES: Record<AttentionLayout, readonly number[]> = { bhsd: [0, 1, 2, 3], bshd: [0, 2, 1, 3], bhds: [0, 1, 3, 2] };
+const AXIS_NAMES = ['batch', 'heads', 'seq', 'headDim'];
+
+interface Logical {
+  batch: number;
+  heads: number;
+  seq: number;
+  dim: number;
+}
+
+function logical(layout: AttentionLayout, s: readonly number[]): Logical {
+  const ax = AXES[layout];
+  return { batch: s[ax[0]], heads: s[ax[1]], seq: s[ax[2]], dim: s[ax[3]] };
+}
+
+function fromLogical(layout: AttentionLayout, l: Logical): number[] {
+  const s = [0, 0, 0, 0];
+  const ax = AXES[layout];
+  s[ax[0]] = l.batch;
+  s[ax[1]] = l.heads;
+  s[ax[2]] = l.seq;
+  s[ax[3]] = l.dim;
+  return s;
+}
+
+/** Splits a 3-D [batch, seq, heads·dim] tensor's shape into bshd [batch, seq, heads, dim]. */
+function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: number, headsName: string): number[] {
+  const [b, s, hd] = t.shape;
+  if (hd % heads !== 0) {
+    throw rangeError(fn, `${arg}.shape[2] (heads·headDim) must be a multiple of ${headsName} = ${heads}, received ${hd}`);
+  }
+  return [b, s, heads, hd / heads];
+}
+
+function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?: number[] } | undefined {
+  if (value === undefined) return undefined;
+  if (value instanceof Uint8Array) {
+    if (isDetached(value)) throw new TypeError(`${fn}: options.keyPaddingMask is backed by a detached ArrayBuffer`);
+    return { data: value };
+  }
+  if (typeof value === 'object' && value !== null && (value as { data?: unknown }).data instanceof Uint8Array) {
+    const v = value as { data: Uint8Array; shape?: unknown };
+    if (isDetached(v.data)) throw new TypeError(`${fn}: options.keyPaddingMask.data is backed by a detached ArrayBuffer`);
+    const shape = checkShape(fn, 'options.keyPaddingMask.shape', v.shape);
+    return { data: v.data, shape };
+  }
+  throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes', value);
+}
+
+function prepareAttention(fn: string, q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions) {
+  const opts = checkOptions<AttentionOptions>(fn, options, KNOWN);
+  const tq = checkTensor(fn, 'q', q);
+  const tk = checkTensor(fn, 'k', k);
+  const tv = checkTensor(fn, 'v', v);
+  const layoutOpt = optEnum(fn, 'layout', opts.layout, LAYOUTS);
+  const headsOpt = optPositiveInteger(fn, 'heads', opts.heads);
+  const kvHeadsOpt = optPositiveInteger(fn, 'kvHeads', opts.kvHeads);
+  const causal = optBoolean(fn, 'causal', opts.causal, false);
+  const scale = optFiniteNumber(fn, 'scale', opts.scale);
+  const returnWeights = optBoolean(fn, 'returnWeights', opts.returnWeights, false);
+
+  const rank = tq.shape.length;
+  if (rank !== 3 && rank !== 4) {
+    throw rangeError(fn, `q must have 4 dims (or 3 with options.heads), received shape ${formatShape(tq.shape)}`);
+  }
+  for (const [name, t] of [['k', tk], ['v', tv]] as const) {
+    if (t.shape.length !== rank) {
+      throw rangeError(fn, `${name} must have ${rank} dims like q, received shape ${formatShape(t.shape)}`);
+    }
+  }
+
+  let layout: AttentionLayout;
+  let qs: number[], ks: number[], vs: number[];
+  if (rank === 3) {
+    if (layoutOpt !== undefined && layoutOpt !== 'bshd') {
+      throw rangeError(fn, `3-D inputs are [batch, seq, heads·headDim] ('bshd'), received options.layout = '${layoutOpt}'`);
+    }
+    if (headsOpt === undefined) {
+      throw rangeError(fn, `options.heads is required for 3-D q [batch, seq, heads·headDim], received undefined`);
+    }
+    layout = 'bshd';
+    const kvHeads = kvHeadsOpt ?? headsOpt;
+    qs = splitHeads(fn, 'q', tq, headsOpt, 'options.heads');
+    ks = splitHeads(fn, 'k', tk, kvHeads, kvHeadsOpt === undefined ? 'options.heads' : 'options.kvHeads');
+    vs = splitHeads(fn, 'v', tv, kvHeads, kvHeadsOpt === undefined ? 'options.heads' : 'options.kvHeads');
+  } else {
+    layout = layoutOpt ?? 'bhsd';
+    qs = tq.shape;
+    ks = tk.shape;
+    vs = tv.shape;
+  }
+
+  const ax = AXES[layout];
+  const lq = logical(layout, qs);
+  const lk = logical(layout, ks);
+  const lv = logical(layout, vs);
+  const mismatch = (arg: string, axis: number, ref: string, want: number, got: number) =>
+    rangeError(
+      fn,
+      `${arg}.shape[${ax[axis]}] (${AXIS_NAMES[axis]}) must equal ${ref}.shape[${ax[axis]}] = ${want}, received ${got}`,
+    );
+  if (rank === 4) {
+    if (headsOpt !== undefined && headsOpt !== lq.heads) {
+      throw rangeError(fn, `options.heads must equal q.shape[${ax[1]}] = ${lq.heads}, received ${headsOpt}`);
+    }
+    if (kvHeadsOpt !== undefined && kvHeadsOpt !== lk.heads) {
+      throw rangeError(fn, `options.kvHeads must equal k.shape[${ax[1]}] = ${lk.heads}, received ${kvHeadsOpt}`);
+    }
+  }
+  if (lk.batch !== lq.batch) throw mismatch('k', 0, 'q', lq.batch, lk.batch);
+  if (lv.batch !== lq.batch) throw mismatch('v', 0, 'q', lq.batch, lv.batch);
+  if (lk.dim !== lq.dim) throw mismatch('k', 3, 'q', lq.dim, lk.dim);
+  if (lv.heads !== lk.heads) throw mismatch('v', 1, 'k', lk.heads, lv.heads);
+  if (lv.seq !== lk.seq) throw mismatch('v', 2, 'k', lk.seq, lv.seq);
+  if (lk.heads === 0 ? lq.heads !== 0 : lq.heads % lk.heads !== 0) {
+    throw rangeError(fn, `q's heads (${lq.heads}) must be a multiple of k's heads (${lk.heads})`);
+  }
+
+  const B = lq.batch, H = lq.heads, Sq = lq.seq, Skv = lk.seq;
+  const full = [B, H, Sq, Skv];
+  let maskArgs: [Float32Array | null, number[] | null] = [null, null];
+  if (opts.mask !== undefined) {
+    const tm = checkTensor(fn, 'options.mask', opts.mask);
+    if (!broadcastsTo(tm.shape, full)) {
+      throw rangeError(
+        fn,
+        `options.mask.shape ${formatShape(tm.shape)} must broadcast to [batch, heads, seqQ, seqKV] = ${formatShape(full)}`,
+      );
+    }
+    maskArgs = [tm.data, tm.shape];
+  }
+  const pad = checkKeyPadding(fn, opts.keyPaddingMask);
+  if (pad) {
+    if (pad.shape && (pad.shape.length !== 2 || pad.shape[0] !== B || pad.shape[1] !== Skv)) {
+      throw rangeError(fn, `options.keyPaddingMask.shape must be [batch, seqKV] = ${formatShape([B, Skv])}, received ${formatShape(pad.shape)}`);
+    }
+    if (pad.data.length !== B * Skv) {
+      throw rangeError(fn, `options.keyPaddingMask.length must be batch·seqKV = ${B * Skv}, received ${pad.data.length}`);
+    }
+  }
+
+  const out4 = fromLogical(layout, { batch: B, heads: H, seq: Sq, dim: lv.dim });
+  const outShape = rank === 3 ? [B, Sq, H * lv.dim] : out4;
+  const out = resultTensor(fn, opts.out, outShape);
+  let weights: Tensor | undefined;
+  if (returnWeights) {
+    const n = elementCount(full);
+    if (n < 0) throw rangeError(fn, `the weights ${formatShape(full)} would have too many elements`);
+    weights = { data: new Float32Array(n), shape: full };
+  }
+  checkNoAlias(fn, 'options.out', out.data, 'q', tq.data);
+  checkNoAlias(fn, 'options.out', out.data, 'k', tk.data);
+  checkNoAlias(fn, 'options.out', out.data, 'v', tv.data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
+  checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad?.data);
+
+  const args: unknown[] = [
+    LAYOUT_CODE[layout], tq.data, qs, tk.data, ks, tv.data, vs, out.data, out4,
+    scale ?? null, causal, maskArgs[0], maskArgs[1], pad ? pad.data : null, weights ? weights.data : null,
+  ];
+  const buffers: ArrayBufferView[] = [tq.data, tk.data, tv.data, out.data];
+  if (maskArgs[0]) buffers.push(maskArgs[0]);
+  if (pad) buffers.push(pad.data);
+  const result: Tensor | AttentionWithWeights = weights ? { output: out, weights } : out;
+  return { fn, args, result, buffers };
+}
+
+/**
+ * Scaled dot-product attention, batched over batch and heads:
+ * `out = softmax(scale · q·kᵀ + mask) · v` per head.
+ *
+ * seqQ may differ from seqKV (cross-attention, a decode step against a cache),
+ * v's head dim may differ from q's, and k/v may have fewer heads than q
+ * (grouped-query attention: query head h uses kv head ⌊h / (heads / kvHeads)⌋).
+ * A query row whose keys are all blocked gives zeros.
+ *
+ * @example
+ * // 1 batch, 2 heads, 3 tokens, head dim 4, default layout [batch, heads, seq, headDim]
+ * const q = tensor(new Float32Array(24).fill(0.1), [1, 2, 3, 4]);
+ * const o = attention(q, q, q, { causal: true }); // shape [1, 2, 3, 4]
+ *
+ * // The packed projection output [batch, seq, heads·headDim], no reshape needed:
+ * const x = tensor(new Float32Array(1 * 3 * 8), [1, 3, 8]);
+ * attention(x, x, x, { heads: 2 }); // shape [1, 3, 8]
+ * @throws TypeError for a wrong kind of argument, RangeError for mismatched or invalid shapes and values.
+ */
+export function attention(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options: AttentionOptions & { returnWeights: true },
+): AttentionWithWeights;
+export function attention(q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions): Tensor;
+export function attention(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options?: AttentionOptions,
+): Tensor | AttentionWithWeights {
+  const call = prepareAttention('attention', q, k, v, options);
+  native.attention(...call.args);
+  return call.result;
+}
+
+/** {@link attention} computed off the JS thread; invalid arguments reject the promise. */
+export function attentionAsync(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options: AttentionOptions & { returnWeights: true },
+): Promise<AttentionWithWeights>;
+export function attentionAsync(q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions): Promise<Tensor>;
+export function attentionAsync(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options?: AttentionOptions,
+): Promise<Tensor | AttentionWithWeights> {
+  return runAsync(() => prepareAttention('attentionAsync', q, k, v, options), (args) => native.attention(...args));
+}
+

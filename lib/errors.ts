@@ -1,0 +1,40 @@
+/**
+ * Error construction shared by every op, so all messages read the same way:
+ * `fn: expected X for arg but received Y` for a wrong kind of value (TypeError)
+ * and `fn: arg ... must ..., received ...` for a wrong value (RangeError).
+ */
+
+/** A short description of a value for error messages: its type, and its size or value. */
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'number') return `the number ${value}`;
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
+  if (typeof value === 'boolean') return `the boolean ${value}`;
+  if (typeof value === 'bigint') return `the bigint ${value}`;
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'symbol') return 'a symbol';
+  if (ArrayBuffer.isView(value)) {
+    const name = value.constructor?.name ?? 'ArrayBufferView';
+    return 'length' in value ? `${name}(${(value as unknown as { length: number }).length})` : name;
+  }
+  if (Array.isArray(value)) return `an Array(${value.length})`;
+  if (value instanceof ArrayBuffer) return `ArrayBuffer(${value.byteLength})`;
+  const name = (value as object).constructor?.name;
+  return name && name !== 'Object' ? `a ${name}` : 'an object';
+}
+
+/** `fn: expected <expected> for <arg> but received <described value>` */
+export function typeError(fn: string, arg: string, expected: string, received: unknown): TypeError {
+  return new TypeError(`${fn}: expected ${expected} for ${arg} but received ${describe(received)}`);
+}
+
+/** A RangeError prefixed with the function name. */
+export function rangeError(fn: string, message: string): RangeError {
+  return new RangeError(`${fn}: ${message}`);
+}
+
+/** `[2, 3, 4]` */
+export function formatShape(shape: readonly number[]): string {
+  return `[${shape.join(', ')}]`;
+}

@@ -1,0 +1,17 @@
+/**
+ * mhsa: multi-head self-attention and the matrix kernels under it, computed
+ * in native C++ on Float32Array buffers handed over without copies.
+ *
+ * @packageDocumentation
+ */
+export { tensor, type Tensor, type TensorLike } from './tensor';
+export { matmul, matmulAsync, type MatmulOptions } from './matmul';
+export { softmax, softmaxAsync, type SoftmaxOptions } from './softmax';
+export {
+  attention,
+  attentionAsync,
+  type AttentionOptions,
+  type AttentionLayout,
+  type AttentionWithWeights,
+} from './attention';
+export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';

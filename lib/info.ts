@@ -1,0 +1,67 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { typeError, rangeError } from './errors';
+import { native } from './native';
+import { queueStats } from './queue';
+
+/** What {@link info} reports. */
+export interface MhsaInfo {
+  /** The package version. */
+  version: string;
+  /** SIMD path in use: 'avx512', 'avx2', 'scalar' (or 'neon' on arm64). Lower it with MHSA_ISA. */
+  isa: string;
+  /** System BLAS linked at build time, or null for the built-in kernels. */
+  blas: string | null;
+  /** Compute threads in use (setNumThreads, MHSA_NUM_THREADS, or the core count). */
+  threads: number;
+  /** Async ops waiting in the package's queue. */
+  queued: number;
+  /** Async ops handed to the native dispatcher and not yet settled. */
+  inFlight: number;
+}
+
+function packageVersion(): string {
+  // lib/ when run from source (ts-node, jest), dist/lib/ when compiled.
+  for (const rel of ['../package.json', '../../package.json']) {
+    const file = path.join(__dirname, rel);
+    if (fs.existsSync(file)) {
+      const pkg = JSON.parse(fs.readFileSync(file, 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'mhsa' && pkg.version) return pkg.version;
+    }
+  }
+  return 'unknown';
+}
+
+const VERSION = packageVersion();
+
+/**
+ * Versions and runtime settings.
+ *
+ * @example
+ * console.log(info()); // { version: '0.1.0', isa: 'avx512', blas: null, threads: 2, queued: 0, inFlight: 0 }
+ */
+export function info(): MhsaInfo {
+  const n = native.info();
+  return { version: VERSION, isa: n.isa, blas: n.blas, threads: n.threads, ...queueStats() };
+}
+
+/**
+ * Sets the number of compute threads shared by every op (sync and async).
+ * The default is MHSA_NUM_THREADS if set, else the number of cores.
+ *
+ * @example
+ * setNumThreads(1); // run everything on one core
+ * @throws TypeError if n is not a number, RangeError unless 1 ≤ n ≤ 1024 and integral.
+ */
+export function setNumThreads(n: number): void {
+  if (typeof n !== 'number') throw typeError('setNumThreads', 'n', 'a number', n);
+  if (!Number.isInteger(n) || n < 1 || n > 1024) {
+    throw rangeError('setNumThreads', `n must be an integer from 1 to 1024, received ${n}`);
+  }
+  native.setNumThreads(n);
+}
+
+/** The number of compute threads in use. */
+export function getNumThreads(): number {
+  return native.info().threads;
+}

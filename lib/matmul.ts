@@ -1,0 +1,106 @@
+import { broadcastShapes, broadcastsTo } from './broadcast';
+import { formatShape, rangeError } from './errors';
+import { native } from './native';
+import { checkOptions, optBoolean, optFiniteNumber } from './options';
+import { runAsync } from './queue';
+import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
+
+/** Options of {@link matmul} and {@link matmulAsync}. */
+export interface MatmulOptions {
+  /** Read a's last two dims transposed (no copy is made). Default false. */
+  transposeA?: boolean;
+  /** Read b's last two dims transposed (no copy is made). Default false. */
+  transposeB?: boolean;
+  /** Multiplies the product. Default 1. */
+  alpha?: number;
+  /** Multiplies `c`. Default 1 when `c` is given; not allowed without `c`. */
+  beta?: number;
+  /** Added to the product after scaling by beta; broadcasts to the result shape. */
+  c?: TensorLike;
+  /** Where to write the result; must have the result's exact shape. May be the very same view as `c`. */
+  out?: Tensor;
+}
+
+const KNOWN = ['transposeA', 'transposeB', 'alpha', 'beta', 'c', 'out'] as const;
+
+function prepareMatmul(fn: string, a: TensorLike, b: TensorLike, options?: MatmulOptions) {
+  const opts = checkOptions<MatmulOptions>(fn, options, KNOWN);
+  const ta = checkTensor(fn, 'a', a);
+  const tb = checkTensor(fn, 'b', b);
+  if (ta.shape.length < 2) throw rangeError(fn, `a must have at least 2 dims, received shape ${formatShape(ta.shape)}`);
+  if (tb.shape.length < 2) throw rangeError(fn, `b must have at least 2 dims, received shape ${formatShape(tb.shape)}`);
+  const transposeA = optBoolean(fn, 'transposeA', opts.transposeA, false);
+  const transposeB = optBoolean(fn, 'transposeB', opts.transposeB, false);
+  const alpha = optFiniteNumber(fn, 'alpha', opts.alpha) ?? 1;
+  const betaOpt = optFiniteNumber(fn, 'beta', opts.beta);
+  const tc = opts.c === undefined ? undefined : checkTensor(fn, 'options.c', opts.c);
+  if (betaOpt !== undefined && !tc) throw rangeError(fn, `options.beta needs options.c, received beta = ${betaOpt} without c`);
+  const beta = betaOpt ?? (tc ? 1 : 0);
+
+  const ra = ta.shape.length;
+  const rb = tb.shape.length;
+  // Axes of M and K in a, K and N in b, after the optional transposes.
+  const aM = transposeA ? ra - 1 : ra - 2;
+  const aK = transposeA ? ra - 2 : ra - 1;
+  const bK = transposeB ? rb - 1 : rb - 2;
+  const bN = transposeB ? rb - 2 : rb - 1;
+  if (tb.shape[bK] !== ta.shape[aK]) {
+    throw rangeError(
+      fn,
+      `b.shape[${bK}] (K${transposeB ? ', b transposed' : ''}) must equal a.shape[${aK}]` +
+        `${transposeA ? ' (a transposed)' : ''} = ${ta.shape[aK]}, received ${tb.shape[bK]}`,
+    );
+  }
+  const batch = broadcastShapes(ta.shape.slice(0, -2), tb.shape.slice(0, -2));
+  if (!batch) {
+    throw rangeError(
+      fn,
+      `batch dims of a ${formatShape(ta.shape.slice(0, -2))} and b ${formatShape(tb.shape.slice(0, -2))} do not broadcast`,
+    );
+  }
+  const shape = [...batch, ta.shape[aM], tb.shape[bN]];
+  if (tc && !broadcastsTo(tc.shape, shape)) {
+    throw rangeError(fn, `options.c.shape ${formatShape(tc.shape)} must broadcast to the result shape ${formatShape(shape)}`);
+  }
+  const out = resultTensor(fn, opts.out, shape);
+  checkNoAlias(fn, 'options.out', out.data, 'a', ta.data);
+  checkNoAlias(fn, 'options.out', out.data, 'b', tb.data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.c', tc?.data, true);
+  const args: unknown[] = [
+    ta.data, ta.shape, tb.data, tb.shape, tc ? tc.data : null, tc ? tc.shape : null,
+    out.data, shape, transposeA, transposeB, alpha, beta,
+  ];
+  const buffers: ArrayBufferView[] = [ta.data, tb.data, out.data];
+  if (tc) buffers.push(tc.data);
+  return { fn, args, result: out, buffers };
+}
+
+/**
+ * Matrix product `alpha · op(a) · op(b) + beta · c` over the last two dims,
+ * with the leading (batch) dims broadcast by numpy rules.
+ *
+ * a is [..., M, K] and b is [..., K, N] (or transposed with the options); the
+ * result is [...batch, M, N]. A 2-D b against a batched a applies one weight
+ * matrix to every batch entry (a projection).
+ *
+ * @example
+ * const a = tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+ * const b = tensor(new Float32Array([1, 0, 0, 1, 1, 1]), [3, 2]);
+ * matmul(a, b); // { data: Float32Array [4, 5, 10, 11], shape: [2, 2] }
+ * matmul(a, a, { transposeB: true }); // a · aᵀ, shape [2, 2]
+ * @throws TypeError for a wrong kind of argument, RangeError for mismatched or invalid shapes and values.
+ */
+export function matmul(a: TensorLike, b: TensorLike, options?: MatmulOptions): Tensor {
+  const call = prepareMatmul('matmul', a, b, options);
+  native.matmul(...call.args);
+  return call.result;
+}
+
+/**
+ * {@link matmul} computed off the JS thread. The buffers stay referenced until
+ * the promise settles; do not write to them, or transfer them, meanwhile.
+ * Invalid arguments reject the promise.
+ */
+export function matmulAsync(a: TensorLike, b: TensorLike, options?: MatmulOptions): Promise<Tensor> {
+  return runAsync(() => prepareMatmul('matmulAsync', a, b, options), (args) => native.matmul(...args));
+}

@@ -1,0 +1,85 @@
+/**
+ * The async job queue. Native work runs one job at a time on the addon's own
+ * dispatcher thread (which drives the shared compute pool); this queue keeps
+ * at most MAX_IN_FLIGHT jobs handed to native code, so the dispatcher always
+ * has the next job ready, and holds the rest here. A job's buffers are checked
+ * again when it leaves the queue: one detached while waiting rejects instead
+ * of running.
+ */
+import { isDetached } from './tensor';
+import type { NativeCallback } from './native';
+
+const MAX_IN_FLIGHT = 2;
+
+interface Waiting {
+  fn: string;
+  buffers: readonly ArrayBufferView[];
+  start: (done: NativeCallback) => void;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+const waiting: Waiting[] = [];
+let inFlight = 0;
+
+/** Number of async ops waiting in the queue, and handed to native code. */
+export function queueStats(): { queued: number; inFlight: number } {
+  return { queued: waiting.length, inFlight };
+}
+
+function pump(): void {
+  while (inFlight < MAX_IN_FLIGHT && waiting.length > 0) {
+    const job = waiting.shift()!;
+    if (job.buffers.some(isDetached)) {
+      job.reject(new TypeError(`${job.fn}: an input or output buffer was detached before the operation started`));
+      continue;
+    }
+    inFlight++;
+    let settled = false;
+    const done: NativeCallback = (error) => {
+      if (settled) return;
+      settled = true;
+      inFlight--;
+      if (error) job.reject(error);
+      else job.resolve();
+      pump();
+    };
+    try {
+      job.start(done);
+    } catch (e) {
+      // The native side validated synchronously and threw: nothing was queued there.
+      settled = true;
+      inFlight--;
+      job.reject(e);
+    }
+  }
+}
+
+/** Queues a native call; resolves when its callback reports success. */
+export function enqueue(
+  fn: string,
+  buffers: readonly ArrayBufferView[],
+  start: (done: NativeCallback) => void,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    waiting.push({ fn, buffers, start, resolve, reject });
+    pump();
+  });
+}
+
+/**
+ * Runs a prepared call asynchronously: validation errors (thrown by prepare)
+ * become a rejected promise, never a synchronous throw.
+ */
+export function runAsync<R>(
+  prepare: () => { fn: string; args: unknown[]; result: R; buffers: ArrayBufferView[] },
+  invoke: (args: unknown[]) => void,
+): Promise<R> {
+  let call: ReturnType<typeof prepare>;
+  try {
+    call = prepare();
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  return enqueue(call.fn, call.buffers, (done) => invoke([...call.args, done])).then(() => call.result);
+}

@@ -1,0 +1,170 @@
+import { describe, formatShape, rangeError, typeError } from './errors';
+
+/**
+ * A dense, row-major float32 tensor: `data` holds the elements, `shape` the dims.
+ * Any object with these two fields is a Tensor; no class is needed.
+ *
+ * @example
+ * const x: Tensor = { data: new Float32Array(6), shape: [2, 3] };
+ */
+export interface Tensor {
+  data: Float32Array;
+  shape: readonly number[];
+}
+
+/**
+ * What the ops accept as an input tensor: a {@link Tensor}, or an object with
+ * `dims` in place of `shape` (an onnxruntime-node Tensor, for example).
+ */
+export type TensorLike = Tensor | { data: Float32Array; dims: readonly number[] };
+
+/** Largest element count of one tensor: the most a Float32Array holds in Node 20. */
+export const MAX_ELEMENTS = 2 ** 32 - 1;
+
+/** A validated tensor: shape copied into a plain array of safe integers. */
+export interface CheckedTensor {
+  data: Float32Array;
+  shape: number[];
+}
+
+/**
+ * True if the ArrayBuffer behind a view has been detached (transferred).
+ * Node 20 has no `ArrayBuffer.prototype.detached`; a detached buffer reports
+ * byteLength 0, and constructing a view over it throws.
+ */
+export function isDetached(view: ArrayBufferView): boolean {
+  const buffer = view.buffer;
+  if (buffer.byteLength !== 0) return false;
+  if (typeof SharedArrayBuffer !== 'undefined' && buffer instanceof SharedArrayBuffer) return false;
+  try {
+    new Uint8Array(buffer as ArrayBuffer);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** Element count of a shape, or -1 when it exceeds {@link MAX_ELEMENTS}. Dims must be valid. */
+export function elementCount(shape: readonly number[]): number {
+  if (shape.includes(0)) return 0;
+  let n = 1;
+  for (const d of shape) {
+    n *= d;
+    if (n > MAX_ELEMENTS) return -1;
+  }
+  return n;
+}
+
+/** Checks a shape: an array of non-negative safe integers. Returns a plain copy. */
+export function checkShape(fn: string, arg: string, shape: unknown): number[] {
+  if (!Array.isArray(shape)) throw typeError(fn, arg, 'an array of dims', shape);
+  const out = new Array<number>(shape.length);
+  for (let i = 0; i < shape.length; i++) {
+    const d: unknown = shape[i];
+    if (typeof d !== 'number') throw typeError(fn, `${arg}[${i}]`, 'a number', d);
+    if (!Number.isSafeInteger(d) || d < 0) {
+      throw rangeError(fn, `${arg}[${i}] must be a non-negative safe integer, received ${d}`);
+    }
+    out[i] = d;
+  }
+  return out;
+}
+
+/** Checks a Float32Array argument: right type, not detached. */
+export function checkFloat32Array(fn: string, arg: string, data: unknown): Float32Array {
+  if (!(data instanceof Float32Array)) throw typeError(fn, arg, 'a Float32Array', data);
+  if (isDetached(data)) throw new TypeError(`${fn}: ${arg} is backed by a detached ArrayBuffer`);
+  return data;
+}
+
+/**
+ * Validates a tensor argument: an object with a Float32Array `data` and a
+ * `shape` (or `dims`) whose product equals data.length.
+ */
+export function checkTensor(fn: string, arg: string, value: unknown): CheckedTensor {
+  if (typeof value !== 'object' || value === null || ArrayBuffer.isView(value) || Array.isArray(value)) {
+    throw typeError(fn, arg, 'a tensor { data: Float32Array, shape: number[] }', value);
+  }
+  const v = value as { data?: unknown; shape?: unknown; dims?: unknown };
+  const data = checkFloat32Array(fn, `${arg}.data`, v.data);
+  const useDims = v.shape === undefined && v.dims !== undefined;
+  const shapeName = useDims ? `${arg}.dims` : `${arg}.shape`;
+  const shape = checkShape(fn, shapeName, useDims ? v.dims : v.shape);
+  const n = elementCount(shape);
+  if (n < 0) {
+    throw rangeError(fn, `${shapeName} ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
+  }
+  if (n !== data.length) {
+    throw rangeError(
+      fn,
+      `${arg}.data.length must equal the product of ${shapeName} ${formatShape(shape)} = ${n}, received ${data.length}`,
+    );
+  }
+  return { data, shape };
+}
+
+/**
+ * Wraps data and a shape as a {@link Tensor} after checking that they agree.
+ * A Float32Array is used as it is (no copy); any other array-like of numbers
+ * is copied into a new Float32Array.
+ *
+ * @example
+ * const t = tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+ * const u = tensor([1, 2, 3, 4], [2, 2]); // copied into a Float32Array
+ */
+export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly number[]): Tensor {
+  const fn = 'tensor';
+  let f32: Float32Array;
+  if (data instanceof Float32Array) {
+    f32 = checkFloat32Array(fn, 'data', data);
+  } else if (Array.isArray(data) || (ArrayBuffer.isView(data) && !(data instanceof DataView))) {
+    f32 = Float32Array.from(data as ArrayLike<number>);
+  } else {
+    throw typeError(fn, 'data', 'a Float32Array or an array of numbers', data);
+  }
+  const checked = checkTensor(fn, 'tensor', { data: f32, shape });
+  return { data: checked.data, shape: checked.shape };
+}
+
+/** Allocates a result, or checks a caller-provided `out` against the expected shape. */
+export function resultTensor(fn: string, out: unknown, shape: number[]): Tensor {
+  const n = elementCount(shape);
+  if (n < 0) throw rangeError(fn, `the result shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
+  if (out === undefined) return { data: new Float32Array(n), shape };
+  const o = checkTensor(fn, 'out', out);
+  if (o.shape.length !== shape.length || o.shape.some((d, i) => d !== shape[i])) {
+    throw rangeError(fn, `out.shape must be ${formatShape(shape)}, received ${formatShape(o.shape)}`);
+  }
+  return out as Tensor;
+}
+
+/** True if two views share at least one byte. */
+export function overlaps(x: ArrayBufferView, y: ArrayBufferView): boolean {
+  if (x.buffer !== y.buffer || x.byteLength === 0 || y.byteLength === 0) return false;
+  return x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+}
+
+/** True if two views cover exactly the same bytes. */
+export function sameView(x: ArrayBufferView, y: ArrayBufferView): boolean {
+  return x.buffer === y.buffer && x.byteOffset === y.byteOffset && x.byteLength === y.byteLength;
+}
+
+/** RangeError if `out` shares memory with `input` (an exact same view is allowed when allowSame). */
+export function checkNoAlias(
+  fn: string,
+  outName: string,
+  out: ArrayBufferView,
+  inName: string,
+  input: ArrayBufferView | undefined,
+  allowSame = false,
+): void {
+  if (!input || !overlaps(out, input)) return;
+  if (allowSame && sameView(out, input)) return;
+  throw rangeError(
+    fn,
+    allowSame
+      ? `${outName} must be exactly ${inName} or share no memory with it, received a partly overlapping view`
+      : `${outName} must not share memory with ${inName}`,
+  );
+}
+
