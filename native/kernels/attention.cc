@@ -45,11 +45,10 @@ void attentionTile(const AttentionProblem& p, int64_t b, int64_t h, int64_t i0, 
     s.alpha = p.scale;
     s.a = {qBase, p.q.seqStride, p.q.dimStride};
     s.b = {kBase, p.k.dimStride, p.k.seqStride};  // K^T: rows are head dims
-    s.beta = 0.0f;
-    s.c = {nullptr, 0, 0};
     s.out = scores;
     s.outRowStride = ld;
     s.outColStride = 1;
+    s.accumulate = false;
     gemmSerial(s);
   }
 
@@ -86,11 +85,10 @@ void attentionTile(const AttentionProblem& p, int64_t b, int64_t h, int64_t i0, 
   o.alpha = 1.0f;
   o.a = {scores, ld, 1};
   o.b = {vBase, p.v.seqStride, p.v.dimStride};
-  o.beta = 0.0f;
-  o.c = {nullptr, 0, 0};
   o.out = oBase;
   o.outRowStride = p.outView.seqStride;
   o.outColStride = p.outView.dimStride;
+  o.accumulate = false;
   gemmSerial(o);
 }
 

@@ -3,80 +3,184 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../runtime/thread_pool.h"
 #include "kernel_table.h"
 #include "scratch.h"
 
 namespace mhsa {
 namespace {
 
-// Copies rows [i0, i0+mc) x cols [p0, p0+kc) of a strided matrix into a
-// contiguous row-major panel.
-void packPanel(const StridedMatrix& src, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-               float* dst) {
-  for (int64_t i = 0; i < mc; ++i) {
-    const float* row = src.data + (i0 + i) * src.rowStride + p0 * src.colStride;
-    float* d = dst + i * kc;
-    if (src.colStride == 1) {
-      std::memcpy(d, row, static_cast<size_t>(kc) * sizeof(float));
+inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// Packs rows [i0, i0+mc) x depth [p0, p0+kc) of A into mr-row slivers, each
+// k-major (sliver[k * mr + i]) and zero-padded to mr rows, so the micro-kernel
+// reads A with unit stride whatever A's strides were.
+void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst) {
+  for (int64_t s = 0; s < mc; s += mr) {
+    const int64_t rows = std::min<int64_t>(mr, mc - s);
+    float* d = dst + s * kc;
+    const float* src = a.data + (i0 + s) * a.rowStride + p0 * a.colStride;
+    if (a.rowStride == 1 && rows == mr) {
+      // Transposed A: the mr values of one k are contiguous.
+      for (int64_t k = 0; k < kc; ++k) std::memcpy(d + k * mr, src + k * a.colStride, mr * sizeof(float));
+      continue;
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* row = src + i * a.rowStride;
+      for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = row[k * a.colStride];
+    }
+    for (int64_t i = rows; i < mr; ++i)
+      for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = 0.0f;
+  }
+}
+
+// Packs depth [p0, p0+kc) x columns [j0, j0+nc) of B into nr-column slivers,
+// each k-major (sliver[k * nr + j]) and zero-padded to nr columns.
+void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
+  for (int64_t t = 0; t < nc; t += nr) {
+    const int64_t cols = std::min<int64_t>(nr, nc - t);
+    float* d = dst + t * kc;
+    const float* src = b.data + p0 * b.rowStride + (j0 + t) * b.colStride;
+    if (b.colStride == 1) {
+      for (int64_t k = 0; k < kc; ++k) {
+        std::memcpy(d + k * nr, src + k * b.rowStride, cols * sizeof(float));
+        std::fill(d + k * nr + cols, d + (k + 1) * nr, 0.0f);
+      }
     } else {
-      for (int64_t p = 0; p < kc; ++p) d[p] = row[p * src.colStride];
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* row = src + k * b.rowStride;
+        float* dk = d + k * nr;
+        for (int64_t j = 0; j < cols; ++j) dk[j] = row[j * b.colStride];
+        for (int64_t j = cols; j < nr; ++j) dk[j] = 0.0f;
+      }
     }
   }
 }
 
-void storeTile(const GemmProblem& p, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
-               const float* tile) {
-  const bool useC = p.c.data != nullptr && p.beta != 0.0f;
-  for (int64_t i = 0; i < mc; ++i) {
-    const float* t = tile + i * nc;
-    float* o = p.out + (i0 + i) * p.outRowStride + j0 * p.outColStride;
-    if (useC) {
-      const float* c = p.c.data + (i0 + i) * p.c.rowStride + j0 * p.c.colStride;
-      for (int64_t j = 0; j < nc; ++j)
-        o[j * p.outColStride] = p.alpha * t[j] + p.beta * c[j * p.c.colStride];
-    } else {
-      for (int64_t j = 0; j < nc; ++j) o[j * p.outColStride] = p.alpha * t[j];
+// Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
+// packed B block (whose sliver t starts at column t * nr of the block).
+void macroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
+                 int64_t n1, int64_t kc, const float* ap, const float* bp, bool accumulate) {
+  const int mr = kt.mr, nr = kt.nr;
+  float tmp[32 * 32];  // a tile for strided outputs; mr * nr <= 32 * 32 for every table
+  for (int64_t jr = n0; jr < n1; jr += nr) {
+    const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - jr));
+    const float* bs = bp + jr * kc;
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
+      const float* as = ap + ir * kc;
+      float* c = p.out + (ic + ir) * p.outRowStride + (jc + jr) * p.outColStride;
+      if (p.outColStride == 1) {
+        kt.microKernel(kc, as, bs, c, p.outRowStride, p.alpha, accumulate, rows, cols);
+      } else {
+        kt.microKernel(kc, as, bs, tmp, nr, p.alpha, false, rows, cols);
+        for (int i = 0; i < rows; ++i) {
+          float* o = c + i * p.outRowStride;
+          for (int j = 0; j < cols; ++j) {
+            float& dst = o[j * p.outColStride];
+            dst = accumulate ? dst + tmp[i * nr + j] : tmp[i * nr + j];
+          }
+        }
+      }
+    }
+  }
+}
+
+void zeroOutput(const GemmProblem& p) {
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.n; ++j) p.out[i * p.outRowStride + j * p.outColStride] = 0.0f;
+}
+
+// How to split an m x n product over `threads`: a grid of tm x tn regions
+// whose largest region (in whole micro-tiles) is smallest.
+void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, int* tm, int* tn) {
+  const int64_t mUnits = ceilDiv(m, mr), nUnits = ceilDiv(n, nr);
+  int64_t best = -1;
+  for (int a = 1; a <= threads; ++a) {
+    if (threads % a) continue;
+    const int b = threads / a;
+    const int64_t cost = ceilDiv(mUnits, a) * mr * ceilDiv(nUnits, b) * nr;
+    if (best < 0 || cost < best) {
+      best = cost;
+      *tm = a;
+      *tn = b;
     }
   }
 }
 
 }  // namespace
 
-void gemmRegion(const GemmProblem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+void gemmSerial(const GemmProblem& p) {
+  if (p.m <= 0 || p.n <= 0) return;
+  if (p.k <= 0) {
+    if (!p.accumulate) zeroOutput(p);
+    return;
+  }
   const KernelTable& kt = kernels();
-  float* tile = scratchFloats(ScratchSlot::GemmTile, kGemmMC * kGemmNC);
-  float* packA = scratchFloats(ScratchSlot::GemmPackA, kGemmMC * kGemmKC);
-  float* packB = scratchFloats(ScratchSlot::GemmPackB, kGemmKC * kGemmNC);
-  for (int64_t jc = j0; jc < j1; jc += kGemmNC) {
-    const int64_t nc = std::min(kGemmNC, j1 - jc);
-    for (int64_t ic = i0; ic < i1; ic += kGemmMC) {
-      const int64_t mc = std::min(kGemmMC, i1 - ic);
-      std::fill(tile, tile + mc * nc, 0.0f);
-      for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
-        const int64_t kc = std::min(kGemmKC, p.k - pc);
-        packPanel(p.a, ic, mc, pc, kc, packA);
-        // B's panel is k-rows x n-cols: rows of the transposed view are B's columns.
-        packPanel(p.b, pc, kc, jc, nc, packB);
-        kt.gemmBlock(mc, nc, kc, packA, packB, tile);
+  const int64_t ncMax = std::min(kGemmNC, roundUp(p.n, kt.nr));
+  const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, kt.mr));
+  const int64_t kcMax = std::min(kGemmKC, p.k);
+  float* bp = scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
+  float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
+  for (int64_t jc = 0; jc < p.n; jc += kGemmNC) {
+    const int64_t nc = std::min(kGemmNC, p.n - jc);
+    for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, p.k - pc);
+      const bool accumulate = p.accumulate || pc > 0;
+      packB(p.b, pc, kc, jc, nc, kt.nr, bp);
+      for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
+        const int64_t mc = std::min(kGemmMC, p.m - ic);
+        packA(p.a, ic, mc, pc, kc, kt.mr, ap);
+        macroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, bp, accumulate);
       }
-      storeTile(p, ic, mc, jc, nc, tile);
     }
   }
 }
 
-void gemmSerial(const GemmProblem& p) { gemmRegion(p, 0, p.m, 0, p.n); }
-
-int64_t gemmTileCount(int64_t m, int64_t n) {
-  return ((m + kGemmMC - 1) / kGemmMC) * ((n + kGemmNC - 1) / kGemmNC);
-}
-
-void gemmTile(const GemmProblem& p, int64_t tile) {
-  const int64_t tilesN = (p.n + kGemmNC - 1) / kGemmNC;
-  const int64_t ti = tile / tilesN;
-  const int64_t tj = tile % tilesN;
-  const int64_t i0 = ti * kGemmMC;
-  const int64_t j0 = tj * kGemmNC;
-  gemmRegion(p, i0, std::min(p.m, i0 + kGemmMC), j0, std::min(p.n, j0 + kGemmNC));
+void gemmParallel(const GemmProblem& p) {
+  const int threads = numThreads();
+  if (threads <= 1 || 2.0 * p.m * p.n * p.k < kGemmParallelMinFlops || p.k <= 0 || p.m <= 0 || p.n <= 0) {
+    gemmSerial(p);
+    return;
+  }
+  const KernelTable& kt = kernels();
+  const int mr = kt.mr, nr = kt.nr;
+  const int64_t kcMax = std::min(kGemmKC, p.k);
+  const int64_t ncMax = std::min(kGemmNC, roundUp(p.n, nr));
+  // B is packed once per (jc, pc) block by all threads together, then shared.
+  float* bp = scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
+  for (int64_t jc = 0; jc < p.n; jc += kGemmNC) {
+    const int64_t nc = std::min(kGemmNC, p.n - jc);
+    int tm = 1, tn = 1;
+    chooseGrid(p.m, nc, mr, nr, threads, &tm, &tn);
+    const int64_t mPer = ceilDiv(ceilDiv(p.m, mr), tm) * mr;   // rows per region
+    const int64_t nPer = ceilDiv(ceilDiv(nc, nr), tn) * nr;    // columns per region
+    const int64_t slivers = ceilDiv(nc, nr);
+    for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, p.k - pc);
+      const bool accumulate = p.accumulate || pc > 0;
+      const int64_t packTasks = std::min<int64_t>(slivers, threads * 4);
+      const int64_t perTask = ceilDiv(slivers, packTasks);
+      parallelFor(packTasks, [&](int64_t t) {
+        const int64_t s0 = t * perTask, s1 = std::min(slivers, s0 + perTask);
+        if (s0 >= s1) return;
+        const int64_t c0 = s0 * nr, c1 = std::min(nc, s1 * nr);
+        packB(p.b, pc, kc, jc + c0, c1 - c0, nr, bp + c0 * kc);
+      });
+      parallelFor(static_cast<int64_t>(tm) * tn, [&](int64_t r) {
+        const int64_t m0 = (r / tn) * mPer, m1 = std::min(p.m, m0 + mPer);
+        const int64_t n0 = (r % tn) * nPer, n1 = std::min(nc, n0 + nPer);
+        if (m0 >= m1 || n0 >= n1) return;
+        float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(kGemmMC * kcMax));
+        for (int64_t ic = m0; ic < m1; ic += kGemmMC) {
+          const int64_t mc = std::min(kGemmMC, m1 - ic);
+          packA(p.a, ic, mc, pc, kc, mr, ap);
+          macroKernel(kt, p, ic, mc, jc, n0, n1, kc, ap, bp, accumulate);
+        }
+      });
+    }
+  }
 }
 
 }  // namespace mhsa

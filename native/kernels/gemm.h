@@ -1,8 +1,9 @@
-// Single-precision GEMM on strided operands:
-//   out = alpha * A * B + beta * C
-// A is m x k, B is k x n, C and out m x n; every operand is addressed as
+// Single-precision GEMM on strided operands, BLIS-style:
+//   out = alpha * A * B            (accumulate == false)
+//   out = alpha * A * B + out      (accumulate == true)
+// A is m x k, B is k x n, out m x n. Every operand is addressed as
 // data[i * rowStride + j * colStride], so transposes, head-split layouts and
-// tokens-as-columns views need no copies. A broadcast C has stride 0.
+// tokens-as-columns views need no copies: the packing routines absorb them.
 #pragma once
 
 #include <cstdint>
@@ -20,29 +21,31 @@ struct GemmProblem {
   float alpha;
   StridedMatrix a;
   StridedMatrix b;
-  float beta;       // applied only when c.data is non-null and beta != 0 (C is then never read)
-  StridedMatrix c;  // c.data may equal out.data with the same strides (accumulate in place)
   float* out;
   int64_t outRowStride;
   int64_t outColStride;
+  bool accumulate;
 };
 
-// Blocking of the portable GEMM. A task owns an output tile of kGemmMC x kGemmNC;
-// the K loop runs in chunks of kGemmKC so that the packed B chunk (KC x NC floats,
-// 128 KiB) stays in L2 and four rows of the tile (4 KiB) stay in L1.
-constexpr int64_t kGemmMC = 64;
-constexpr int64_t kGemmNC = 128;
+// Cache blocking (the BLIS loop nest jc -> pc -> ic -> jr -> ir):
+//  kGemmKC: depth of one rank-kc update. A 32-wide B sliver of KC rows is
+//           32 KiB, so it stays in a 48 KiB L1d beside a 12 x KC A sliver (12 KiB).
+//  kGemmMC: rows of A packed at once: MC x KC = 144 KiB, resident in L2 (2 MiB)
+//           while every B sliver of the block streams past it. A multiple of
+//           every micro-kernel's MR (4, 6, 12).
+//  kGemmNC: columns of B packed at once: KC x NC = 4 MiB, in the shared L3.
 constexpr int64_t kGemmKC = 256;
-
-// Computes rows [i0, i1) x columns [j0, j1) of out on the calling thread.
-void gemmRegion(const GemmProblem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+constexpr int64_t kGemmMC = 144;
+constexpr int64_t kGemmNC = 4096;
 
 // The whole product on the calling thread.
 void gemmSerial(const GemmProblem& p);
 
-// Number of kGemmMC x kGemmNC tiles, and the tile with a given index, for
-// callers that spread tiles of many products over the thread pool.
-int64_t gemmTileCount(int64_t m, int64_t n);
-void gemmTile(const GemmProblem& p, int64_t tile);
+// The product spread over the thread pool (serial when it is too small to gain).
+void gemmParallel(const GemmProblem& p);
+
+// Floating-point operations below which gemmParallel stays on one thread:
+// a fork/join costs a few microseconds, about what 64^3 takes to compute.
+constexpr double kGemmParallelMinFlops = 4.0 * 1024 * 1024;
 
 }  // namespace mhsa

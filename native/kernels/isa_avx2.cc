@@ -4,8 +4,12 @@
 #include <limits>
 
 #include "kernel_table.h"
+#include "microkernel_avx2.h"
 
 #define MHSA_KERNEL_TABLE_NAME "avx2"
+#define MHSA_MICRO_KERNEL ::mhsa::microKernel6x16Avx2
+#define MHSA_MR 6
+#define MHSA_NR 16
 
 namespace mhsa {
 namespace avx2 {

@@ -4,8 +4,12 @@
 #include <limits>
 
 #include "kernel_table.h"
+#include "microkernel_avx512.h"
 
 #define MHSA_KERNEL_TABLE_NAME "avx512"
+#define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
+#define MHSA_MR 12
+#define MHSA_NR 32
 
 namespace mhsa {
 namespace avx512 {

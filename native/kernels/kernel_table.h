@@ -9,11 +9,15 @@ namespace mhsa {
 struct KernelTable {
   const char* name;
 
-  // tile[mc x nc] += ap[mc x kc] * bp[kc x nc]; all three row-major and
-  // contiguous (tile's row stride is nc). The blocked GEMM driver feeds it
-  // packed panels small enough to stay in L1/L2.
-  void (*gemmBlock)(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp,
-                    float* tile);
+  // GEMM register tile: the micro-kernel computes an mr x nr block of C from
+  // an A sliver packed k-major (ap[k * mr + i]) and a B sliver packed k-major
+  // (bp[k * nr + j]), both zero-padded to full mr / nr:
+  //   c[i * ldc + j] = alpha * sum_k ap[k][i] * bp[k][j]  (+ c[...] if accumulate)
+  // for i < rows, j < cols (the valid part of an edge tile).
+  int mr;
+  int nr;
+  void (*microKernel)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
+                      bool accumulate, int rows, int cols);
 
   // Largest element of x[0..n), -Infinity for n == 0. NaN-propagation is not guaranteed.
   float (*rowMax)(const float* x, int64_t n);

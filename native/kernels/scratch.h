@@ -7,7 +7,7 @@
 
 namespace mhsa {
 
-enum class ScratchSlot { GemmTile, GemmPackA, GemmPackB, AttentionScores, Count };
+enum class ScratchSlot { GemmPackA, GemmPackB, AttentionScores, Count };
 
 // A buffer of at least n floats owned by the calling thread, valid until the
 // next scratchFloats() call on this thread with the same slot. May throw

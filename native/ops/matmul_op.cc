@@ -79,36 +79,105 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   return Status::success();
 }
 
+namespace {
+
+// out = beta * c over the whole (broadcast) result, before the products
+// accumulate into it. c may be out itself (then only the scaling remains).
+void applyBetaC(const MatmulPlan& plan, const float* c, float* out, float beta) {
+  const int64_t m = plan.m, n = plan.n;
+  const size_t rank = plan.batch.size();
+  parallelFor(plan.batchCount, [&](int64_t index) {
+    int64_t cOff = 0, rem = index;
+    for (size_t d = rank; d-- > 0;) {
+      cOff += (rem % plan.batch[d]) * plan.cBatchStrides[d];
+      rem /= plan.batch[d];
+    }
+    const float* cb = c + cOff;
+    float* ob = out + index * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* cr = cb + i * plan.cRowStride;
+      float* orow = ob + i * n;
+      if (cr == orow && plan.cColStride == 1) {
+        if (beta != 1.0f)
+          for (int64_t j = 0; j < n; ++j) orow[j] *= beta;
+      } else {
+        for (int64_t j = 0; j < n; ++j) orow[j] = beta * cr[j * plan.cColStride];
+      }
+    }
+  });
+}
+
+// Offset of batch entry `index` in an operand with the given batch strides.
+int64_t batchOffset(const MatmulPlan& plan, const Shape& strides, int64_t index) {
+  int64_t off = 0;
+  for (size_t d = plan.batch.size(); d-- > 0;) {
+    off += (index % plan.batch[d]) * strides[d];
+    index /= plan.batch[d];
+  }
+  return off;
+}
+
+bool allZero(const Shape& s) {
+  for (int64_t v : s)
+    if (v != 0) return false;
+  return true;
+}
+
+}  // namespace
+
 void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
                float alpha, float beta) {
   if (plan.batchCount == 0 || plan.m == 0 || plan.n == 0) return;
-  const int64_t tilesPerProduct = gemmTileCount(plan.m, plan.n);
-  const size_t rank = plan.batch.size();
-  parallelFor(plan.batchCount * tilesPerProduct, [&](int64_t task) {
-    const int64_t index = task / tilesPerProduct;
-    // Offsets of this batch entry in each operand, from its multi-index.
-    int64_t aOff = 0, bOff = 0, cOff = 0, rem = index;
-    for (size_t d = rank; d-- > 0;) {
-      const int64_t id = rem % plan.batch[d];
-      rem /= plan.batch[d];
-      aOff += id * plan.aBatchStrides[d];
-      bOff += id * plan.bBatchStrides[d];
-      if (plan.hasC) cOff += id * plan.cBatchStrides[d];
-    }
-    GemmProblem p{};
-    p.m = plan.m;
-    p.n = plan.n;
-    p.k = plan.k;
-    p.alpha = alpha;
-    p.a = {a + aOff, plan.aRowStride, plan.aColStride};
-    p.b = {b + bOff, plan.bRowStride, plan.bColStride};
-    p.beta = beta;
-    p.c = {plan.hasC ? c + cOff : nullptr, plan.cRowStride, plan.cColStride};
-    p.out = out + index * plan.m * plan.n;
-    p.outRowStride = plan.n;
-    p.outColStride = 1;
-    gemmTile(p, task % tilesPerProduct);
-  });
+  const bool accumulate = plan.hasC && beta != 0.0f;
+  if (accumulate) applyBetaC(plan, c, out, beta);
+
+  GemmProblem p{};
+  p.m = plan.m;
+  p.n = plan.n;
+  p.k = plan.k;
+  p.alpha = alpha;
+  p.a = {a, plan.aRowStride, plan.aColStride};
+  p.b = {b, plan.bRowStride, plan.bColStride};
+  p.out = out;
+  p.outRowStride = plan.n;
+  p.outColStride = 1;
+  p.accumulate = accumulate;
+
+  // One weight matrix against a batch of row-major inputs (a projection): the
+  // batch folds into M, so B is packed once for every row of every entry.
+  // Entry rows must be k apart: true for a row-major a, or a single row.
+  bool contiguousA = plan.aColStride == 1 && (plan.m == 1 || plan.aRowStride == plan.k);
+  int64_t expect = plan.m * plan.k;
+  for (size_t d = plan.batch.size(); d-- > 0 && contiguousA;) {
+    if (plan.batch[d] != 1 && plan.aBatchStrides[d] != expect) contiguousA = false;
+    expect *= plan.batch[d];
+  }
+  if (allZero(plan.bBatchStrides) && contiguousA) {
+    p.m = plan.m * plan.batchCount;
+    p.a.rowStride = plan.k;
+    gemmParallel(p);
+    return;
+  }
+
+  // Many small products (attention-shaped batches): one product per task.
+  const double flops = 2.0 * plan.m * plan.n * plan.k;
+  if (plan.batchCount >= numThreads() && flops < 64.0 * kGemmParallelMinFlops) {
+    parallelFor(plan.batchCount, [&](int64_t index) {
+      GemmProblem q = p;
+      q.a.data = a + batchOffset(plan, plan.aBatchStrides, index);
+      q.b.data = b + batchOffset(plan, plan.bBatchStrides, index);
+      q.out = out + index * plan.m * plan.n;
+      gemmSerial(q);
+    });
+    return;
+  }
+  for (int64_t index = 0; index < plan.batchCount; ++index) {
+    GemmProblem q = p;
+    q.a.data = a + batchOffset(plan, plan.aBatchStrides, index);
+    q.b.data = b + batchOffset(plan, plan.bBatchStrides, index);
+    q.out = out + index * plan.m * plan.n;
+    gemmParallel(q);
+  }
 }
 
 }  // namespace mhsa

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds and runs the native GEMM benchmark (no Node involved) against OpenBLAS
+# when its development files are installed (apt-get install libopenblas-dev).
+# Usage: benchmarks/native/run.sh [min-seconds-per-shape]   (env SHAPES=g_sq1024,g_qkv197 to filter)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="$root/build-bench"
+mkdir -p "$out"
+cd "$root"
+core=$(node -p "require('./native/sources.json').core.join(' ')")
+avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
+avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
+flags="-O3 -std=c++17 -DMHSA_HAVE_X86_KERNELS -pthread"
+objs=()
+for f in $core benchmarks/native/peak.cc benchmarks/native/gemm_bench.cc; do
+  o="$out/$(basename "$f" .cc).o"; g++ $flags -c "$f" -o "$o" & objs+=("$o")
+done
+for f in $avx2; do o="$out/$(basename "$f" .cc).o"; g++ $flags -mavx2 -mfma -c "$f" -o "$o" & objs+=("$o"); done
+for f in $avx512; do
+  o="$out/$(basename "$f" .cc).o"
+  g++ $flags -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mprefer-vector-width=512 -c "$f" -o "$o" & objs+=("$o")
+done
+wait
+libs=""
+if pkg-config --exists openblas 2>/dev/null; then
+  g++ $flags -DMHSA_BENCH_OPENBLAS $(pkg-config --cflags openblas) -c benchmarks/native/gemm_bench.cc -o "$out/gemm_bench.o"
+  libs="$(pkg-config --libs openblas)"
+fi
+g++ -pthread "${objs[@]}" $libs -o "$out/gemm_bench"
+"$out/gemm_bench" "${1:-0.5}"

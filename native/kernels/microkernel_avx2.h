@@ -1,0 +1,7 @@
+#pragma once
+#include <cstdint>
+namespace mhsa {
+// See microkernel_avx2.cc.
+void microKernel6x16Avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
+                         bool accumulate, int mr, int nr);
+}

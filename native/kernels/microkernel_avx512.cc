@@ -1,0 +1,59 @@
+// The AVX-512 GEMM micro-kernel: a 12 x 32 tile of C held in 24 zmm registers
+// across the whole K loop (two 16-float vectors per row). Each k step loads two
+// vectors of the packed B sliver, broadcasts 12 values of the packed A sliver
+// and issues 24 FMAs, so loads never limit the two FMA ports: 24 accumulators
+// also cover the FMA latency (4 cycles x 2 ports = 8 in flight needed).
+// Compiled with -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma only.
+#include "microkernel_avx512.h"
+
+#include <immintrin.h>
+
+namespace mhsa {
+
+namespace {
+constexpr int kMR = 12;
+constexpr int kNR = 32;
+}  // namespace
+
+// ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
+// Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
+void microKernel12x32Avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
+                            bool accumulate, int mr, int nr) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    acc[i][0] = _mm512_setzero_ps();
+    acc[i][1] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp);
+    const __m512 b1 = _mm512_loadu_ps(bp + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 a = _mm512_set1_ps(ap[i]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= mr) break;
+    float* row = c + i * ldc;
+    __m512 r0 = _mm512_mul_ps(acc[i][0], va);
+    __m512 r1 = _mm512_mul_ps(acc[i][1], va);
+    if (accumulate) {
+      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, row));
+      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, row + 16));
+    }
+    _mm512_mask_storeu_ps(row, m0, r0);
+    _mm512_mask_storeu_ps(row + 16, m1, r1);
+  }
+}
+
+}  // namespace mhsa

@@ -1,0 +1,473 @@
+/**
+ * Randomized attention tests against the float64 reference. Fresh inputs every run;
+ * the seed is in the describe title and in every failure message
+ * (replay: MHSA_TEST_SEED=<seed> npx jest test/attention.test.ts).
+ */
+import { attention, attentionAsync, type AttentionOptions, type Tensor } from '../lib';
+import {
+  SIZES,
+  expectBitEqual,
+  expectClose,
+  expectGuardsIntact,
+  expectShape,
+  guardedCopy,
+  guardedOut,
+  pick,
+  pickSeed,
+  randomFloat32,
+  rngFor,
+  type Rng,
+} from './helpers/random';
+import { numel, refAttention, type RefAttentionResult } from './helpers/reference';
+
+const SEED = pickSeed();
+const TOL = 1e-5;
+
+type Layout = 'bhsd' | 'bshd' | 'bhds' | '3d';
+const LAYOUTS: Layout[] = ['bhsd', 'bshd', 'bhds', '3d'];
+
+interface AttnSpec {
+  layout: Layout;
+  B: number;
+  H: number;
+  /** kv heads; default H. */
+  Hkv?: number;
+  Sq: number;
+  Skv: number;
+  D: number;
+  /** v's head dim; default D. */
+  Dv?: number;
+  causal?: boolean;
+  scale?: number;
+  /** Additive mask shape (broadcast to [B, H, Sq, Skv]); values in [-2, 2) with some -Infinity. */
+  maskShape?: number[];
+  /** Probability of a -Infinity mask entry. Default 0.15. */
+  maskInfProb?: number;
+  /** Rows (of the mask's own second-to-last dim) filled with -Infinity: fully blocked rows. */
+  maskBlockedRows?: number[];
+  /** Key padding: as a bare Uint8Array or as a {data, shape} tensor. */
+  padding?: 'u8' | 'tensor';
+  /** Batches whose keys are all padded. */
+  paddedBatches?: number[];
+  returnWeights?: boolean;
+  out?: 'poisoned';
+  /** For 3-D: pass kvHeads explicitly (default: only when Hkv !== H). For 4-D: also pass heads/kvHeads (redundant). */
+  passHeads?: boolean;
+}
+
+function shapeOf(layout: Layout, B: number, H: number, S: number, D: number): number[] {
+  switch (layout) {
+    case 'bhsd':
+      return [B, H, S, D];
+    case 'bshd':
+      return [B, S, H, D];
+    case 'bhds':
+      return [B, H, D, S];
+    case '3d':
+      return [B, S, H * D];
+  }
+}
+
+/** Flat index of output element (b, h, i, d) in the given layout. */
+function outIndex(s: AttnSpec, b: number, h: number, i: number, d: number): number {
+  const { H, Sq } = s;
+  const Dv = s.Dv ?? s.D;
+  switch (s.layout) {
+    case 'bhsd':
+      return ((b * H + h) * Sq + i) * Dv + d;
+    case 'bshd':
+    case '3d':
+      return ((b * Sq + i) * H + h) * Dv + d;
+    case 'bhds':
+      return ((b * H + h) * Dv + d) * Sq + i;
+  }
+}
+
+function label(s: AttnSpec): string {
+  const parts = [`${s.layout} B=${s.B} H=${s.H}`];
+  if (s.Hkv !== undefined && s.Hkv !== s.H) parts.push(`Hkv=${s.Hkv}`);
+  parts.push(`Sq=${s.Sq} Skv=${s.Skv} D=${s.D}`);
+  if (s.Dv !== undefined && s.Dv !== s.D) parts.push(`Dv=${s.Dv}`);
+  if (s.causal) parts.push('causal');
+  if (s.scale !== undefined) parts.push(`scale=${s.scale}`);
+  if (s.maskShape) parts.push(`mask[${s.maskShape}]`);
+  if (s.maskBlockedRows) parts.push(`blockedRows=${s.maskBlockedRows}`);
+  if (s.padding) parts.push(`padding=${s.padding}`);
+  if (s.paddedBatches) parts.push(`paddedBatches=${s.paddedBatches}`);
+  if (s.returnWeights) parts.push('returnWeights');
+  if (s.out) parts.push(`out=${s.out}`);
+  return parts.join(' ');
+}
+
+interface BuiltAttn {
+  label: string;
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  opts: AttentionOptions;
+  outView?: Float32Array;
+  ref: RefAttentionResult;
+}
+
+function build(rng: Rng, s: AttnSpec): BuiltAttn {
+  const Hkv = s.Hkv ?? s.H;
+  const Dv = s.Dv ?? s.D;
+  const qShape = shapeOf(s.layout, s.B, s.H, s.Sq, s.D);
+  const kShape = shapeOf(s.layout, s.B, Hkv, s.Skv, s.D);
+  const vShape = shapeOf(s.layout, s.B, Hkv, s.Skv, Dv);
+  // Logits of order ~±3 (q, k in [-1,1] scaled up a little): peaked but not one-hot softmax rows.
+  const q = { data: guardedCopy(rng, randomFloat32(rng, numel(qShape)).map((x) => x * 2)), shape: qShape };
+  const k = { data: guardedCopy(rng, randomFloat32(rng, numel(kShape)).map((x) => x * 2)), shape: kShape };
+  const v = { data: guardedCopy(rng, randomFloat32(rng, numel(vShape))), shape: vShape };
+  const opts: AttentionOptions = {};
+  if (s.layout === '3d') {
+    opts.heads = s.H;
+    if (Hkv !== s.H || s.passHeads) opts.kvHeads = Hkv;
+  } else {
+    opts.layout = s.layout;
+    if (s.passHeads) {
+      opts.heads = s.H;
+      opts.kvHeads = Hkv;
+    }
+  }
+  if (s.causal !== undefined) opts.causal = s.causal;
+  if (s.scale !== undefined) opts.scale = s.scale;
+  let mask: Float32Array | undefined;
+  if (s.maskShape) {
+    const p = s.maskInfProb ?? 0.15;
+    mask = randomFloat32(rng, numel(s.maskShape)).map((x) => (rng() < p ? -Infinity : 2 * x));
+    if (s.maskBlockedRows) {
+      const cols = s.maskShape[s.maskShape.length - 1];
+      const rows = s.maskShape.length >= 2 ? s.maskShape[s.maskShape.length - 2] : 1;
+      for (let r = 0; r < mask.length / cols; r++) {
+        if (s.maskBlockedRows.includes(r % rows)) mask.fill(-Infinity, r * cols, (r + 1) * cols);
+      }
+    }
+    opts.mask = { data: guardedCopy(rng, mask), shape: s.maskShape };
+  }
+  let pad: Uint8Array | undefined;
+  if (s.padding) {
+    pad = new Uint8Array(s.B * s.Skv);
+    for (let i = 0; i < pad.length; i++) pad[i] = rng() < 0.25 ? 1 + Math.floor(rng() * 255) : 0;
+    for (const b of s.paddedBatches ?? []) pad.fill(1, b * s.Skv, (b + 1) * s.Skv);
+    opts.keyPaddingMask = s.padding === 'u8' ? pad : { data: pad, shape: [s.B, s.Skv] };
+  }
+  if (s.returnWeights) opts.returnWeights = true;
+  const built: BuiltAttn = {
+    label: label(s),
+    q,
+    k,
+    v,
+    opts,
+    ref: refAttention(q.data, qShape, k.data, kShape, v.data, vShape, {
+      layout: s.layout === '3d' ? undefined : s.layout,
+      heads: s.H,
+      kvHeads: Hkv,
+      causal: s.causal,
+      mask,
+      maskShape: s.maskShape,
+      keyPaddingMask: pad,
+      scale: s.scale,
+    }),
+  };
+  if (s.out === 'poisoned') {
+    built.outView = guardedOut(rng, numel(built.ref.output.shape));
+    opts.out = { data: built.outView, shape: built.ref.output.shape };
+  }
+  return built;
+}
+
+/** Rows (b, h, i) whose reference weights are all zero (every key blocked). */
+function blockedRows(s: AttnSpec, ref: RefAttentionResult): [number, number, number][] {
+  const rows: [number, number, number][] = [];
+  const w = ref.weights.data;
+  for (let b = 0; b < s.B; b++)
+    for (let h = 0; h < s.H; h++)
+      for (let i = 0; i < s.Sq; i++) {
+        const base = ((b * s.H + h) * s.Sq + i) * s.Skv;
+        let any = false;
+        for (let j = 0; j < s.Skv; j++) if (w[base + j] !== 0) any = true;
+        if (!any) rows.push([b, h, i]);
+      }
+  return rows;
+}
+
+/** Checks a result (Tensor, or {output, weights}) against the built case's reference. */
+function checkResult(s: AttnSpec, bt: BuiltAttn, result: Tensor | { output: Tensor; weights: Tensor }): Tensor {
+  const ctx = { seed: SEED, label: `attention ${bt.label}`, shape: bt.ref.output.shape };
+  let output: Tensor;
+  if (s.returnWeights) {
+    const r = result as { output: Tensor; weights: Tensor };
+    output = r.output;
+    const wctx = { ...ctx, label: `${ctx.label} (weights)`, shape: bt.ref.weights.shape };
+    expectShape(r.weights.shape, bt.ref.weights.shape, wctx);
+    expectClose(r.weights.data, bt.ref.weights.data, TOL, wctx);
+  } else {
+    output = result as Tensor;
+    expect((result as { weights?: unknown }).weights).toBeUndefined();
+  }
+  expectShape(output.shape, bt.ref.output.shape, ctx);
+  expectClose(output.data, bt.ref.output.data, TOL, ctx);
+  if (bt.opts.out) {
+    expect(output).toBe(bt.opts.out);
+    expectGuardsIntact(bt.outView!, ctx);
+  }
+  // Fully blocked rows are exactly zero (not NaN, not garbage), weights included.
+  const Dv = s.Dv ?? s.D;
+  for (const [b, h, i] of blockedRows(s, bt.ref)) {
+    for (let d = 0; d < Dv; d++) {
+      const val = output.data[outIndex(s, b, h, i, d)];
+      if (val !== 0) {
+        throw new Error(`[seed ${SEED}] ${ctx.label}: fully blocked row (b=${b}, h=${h}, i=${i}) has output ${val} at d=${d}, expected 0`);
+      }
+    }
+    if (s.returnWeights) {
+      const w = (result as { weights: Tensor }).weights.data;
+      const base = ((b * s.H + h) * s.Sq + i) * s.Skv;
+      for (let j = 0; j < s.Skv; j++) {
+        if (w[base + j] !== 0) {
+          throw new Error(`[seed ${SEED}] ${ctx.label}: fully blocked row (b=${b}, h=${h}, i=${i}) has weight ${w[base + j]} at j=${j}`);
+        }
+      }
+    }
+  }
+  return output;
+}
+
+function runCase(s: AttnSpec, rng: Rng): { bt: BuiltAttn; output: Tensor } {
+  const bt = build(rng, s);
+  const result = attention(bt.q, bt.k, bt.v, bt.opts);
+  return { bt, output: checkResult(s, bt, result) };
+}
+
+function caseTest(name: string, makeSpecs: (rng: Rng) => AttnSpec[]): void {
+  test(name, () => {
+    const rng = rngFor(SEED, name);
+    const specs = makeSpecs(rng);
+    expect(specs.length).toBeGreaterThan(0);
+    for (const s of specs) runCase(s, rng);
+  });
+}
+
+/** A size from SIZES no larger than max. */
+function size(rng: Rng, max = 197): number {
+  return pick(rng, SIZES.filter((x) => x <= max));
+}
+
+describe(`attention vs float64 reference (seed ${SEED})`, () => {
+  caseTest('every layout (bhsd, bshd, bhds, 3-D packed), square', (rng) =>
+    LAYOUTS.flatMap((layout) => [
+      { layout, B: 2, H: 3, Sq: 17, Skv: 17, D: 63 },
+      { layout, B: 1, H: 2, Sq: size(rng, 65), Skv: size(rng, 65), D: size(rng) },
+      { layout, B: 1, H: 1, Sq: 1, Skv: 1, D: 1 },
+    ]),
+  );
+
+  caseTest('seqQ != seqKV (cross attention, decode step)', (rng) =>
+    LAYOUTS.flatMap((layout) => [
+      { layout, B: 2, H: 2, Sq: 3, Skv: 65, D: 17 },
+      { layout, B: 1, H: 3, Sq: 65, Skv: 3, D: size(rng, 65) },
+      { layout, B: 2, H: 2, Sq: 1, Skv: 197, D: 63 },
+    ]),
+  );
+
+  caseTest('headDimV != headDim', (rng) =>
+    LAYOUTS.flatMap((layout) => [
+      { layout, B: 2, H: 2, Sq: 17, Skv: 63, D: 17, Dv: 65 },
+      { layout, B: 1, H: 3, Sq: size(rng, 65), Skv: 17, D: 65, Dv: 3 },
+      { layout, B: 1, H: 1, Sq: 3, Skv: 5, D: 1, Dv: 197 },
+    ]),
+  );
+
+  caseTest('grouped-query (GQA) and multi-query (MQA) heads', (rng) =>
+    LAYOUTS.flatMap((layout) => [
+      { layout, B: 2, H: 6, Hkv: 2, Sq: 17, Skv: 17, D: 17 },
+      { layout, B: 1, H: 4, Hkv: 1, Sq: size(rng, 65), Skv: size(rng, 65), D: 63, Dv: 17 },
+      { layout, B: 1, H: 6, Hkv: 3, Sq: 3, Skv: 65, D: 65, causal: true, passHeads: true },
+    ]),
+  );
+
+  caseTest('3-D packed input with heads only, kvHeads omitted / equal / smaller', () => [
+    { layout: '3d', B: 2, H: 4, Sq: 17, Skv: 17, D: 16 },
+    { layout: '3d', B: 2, H: 4, Hkv: 4, Sq: 17, Skv: 17, D: 16, passHeads: true },
+    { layout: '3d', B: 1, H: 8, Hkv: 2, Sq: 63, Skv: 65, D: 8, Dv: 4 },
+    { layout: '3d', B: 3, H: 5, Hkv: 1, Sq: 1, Skv: 63, D: 13 },
+  ]);
+
+  caseTest('causal: seqQ == seqKV, seqQ < seqKV, seqQ > seqKV (first rows blocked)', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 2, Sq: 17, Skv: 17, D: size(rng, 65), causal: true },
+      { layout, B: 1, H: 3, Sq: 3, Skv: 17, D: 17, causal: true, returnWeights: true },
+      { layout, B: 1, H: 2, Sq: 1, Skv: 65, D: 17, causal: true },
+      { layout, B: 2, H: 2, Sq: 17, Skv: 3, D: 17, causal: true, returnWeights: true, out: 'poisoned' },
+      { layout, B: 1, H: 2, Sq: 65, Skv: 63, D: 3, Dv: 17, causal: true },
+      { layout, B: 1, H: 1, Sq: 197, Skv: 197, D: 65, causal: true },
+      { layout, B: 1, H: 2, Sq: 3, Skv: 3, D: 5, causal: false },
+    ]),
+  );
+
+  test('causal with seqQ > seqKV: the first seqQ - seqKV rows are exactly zero', () => {
+    const rng = rngFor(SEED, 'causal first rows');
+    for (const layout of LAYOUTS) {
+      const s: AttnSpec = { layout, B: 2, H: 2, Sq: 17, Skv: 3, D: 17, causal: true, returnWeights: true, out: 'poisoned' };
+      const { output } = runCase(s, rng);
+      for (let b = 0; b < 2; b++)
+        for (let h = 0; h < 2; h++)
+          for (let i = 0; i < 14; i++)
+            for (let d = 0; d < 17; d++) expect(output.data[outIndex(s, b, h, i, d)]).toBe(0);
+      // row 14 sees exactly key 0: its output is v[b, h, 0, :] exactly (weight 1)
+      expect(output.data[outIndex(s, 0, 0, 14, 0)]).not.toBe(0);
+    }
+  });
+
+  caseTest('mask [Sq,Skv], [B,1,Sq,Skv], [1,H,1,Skv], [B,H,Sq,Skv], [Skv] with -Infinity entries', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => {
+      const B = 2, H = 3;
+      const Sq = size(rng, 65), Skv = size(rng, 65), D = size(rng, 65);
+      return [
+        { layout, B, H, Sq, Skv, D, maskShape: [Sq, Skv] },
+        { layout, B, H, Sq, Skv, D, maskShape: [B, 1, Sq, Skv], returnWeights: true },
+        { layout, B, H, Sq, Skv, D, maskShape: [1, H, 1, Skv] },
+        { layout, B, H, Sq, Skv, D, maskShape: [B, H, Sq, Skv], maskInfProb: 0.5 },
+        { layout, B, H, Sq, Skv, D, maskShape: [Skv], causal: true },
+        { layout, B, H: 6, Hkv: 2, Sq: 17, Skv: 63, D: 17, maskShape: [1, 6, 1, 63], returnWeights: true },
+        { layout, B, H, Sq: 17, Skv: 17, D: 17, maskShape: [B, 1, 17, 17], causal: true, maskInfProb: 0.3 },
+      ];
+    }),
+  );
+
+  caseTest('keyPaddingMask as Uint8Array and as {data, shape}', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 2, Sq: 17, Skv: 63, D: 17, padding: 'u8' },
+      { layout, B: 3, H: 2, Sq: size(rng, 65), Skv: 17, D: 65, padding: 'tensor', returnWeights: true },
+      { layout, B: 2, H: 4, Hkv: 2, Sq: 17, Skv: 17, D: 17, padding: 'u8', causal: true, maskShape: [17, 17] },
+    ]),
+  );
+
+  caseTest('fully blocked rows give zeros, not NaN (mask rows, padded batches, combined)', () =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      // mask rows of -Infinity (broadcast over batch and heads)
+      { layout, B: 2, H: 2, Sq: 17, Skv: 17, D: 17, maskShape: [17, 17], maskBlockedRows: [0, 5, 16], returnWeights: true, out: 'poisoned' },
+      // a per-batch mask row of -Infinity
+      { layout, B: 2, H: 3, Sq: 3, Skv: 65, D: 17, maskShape: [2, 1, 3, 65], maskBlockedRows: [1], returnWeights: true },
+      // every key of batch 1 padded
+      { layout, B: 2, H: 2, Sq: 17, Skv: 3, D: 17, padding: 'u8', paddedBatches: [1], returnWeights: true, out: 'poisoned' },
+      // every key blocked everywhere
+      { layout, B: 1, H: 2, Sq: 3, Skv: 17, D: 17, padding: 'tensor', paddedBatches: [0], out: 'poisoned' },
+      // causal + padding + mask together
+      { layout, B: 2, H: 2, Sq: 17, Skv: 17, D: 17, causal: true, padding: 'u8', maskShape: [1, 2, 17, 17], maskInfProb: 0.4, returnWeights: true },
+    ]),
+  );
+
+  caseTest('custom scale (incl. 0 and negative)', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 1, H: 2, Sq: 17, Skv: 63, D: 17, scale: 0.3 },
+      { layout, B: 2, H: 2, Sq: size(rng, 65), Skv: 17, D: 65, scale: -0.5, returnWeights: true },
+      { layout, B: 1, H: 2, Sq: 17, Skv: 17, D: 17, scale: 0, returnWeights: true },
+      { layout, B: 1, H: 1, Sq: 3, Skv: 65, D: 63, scale: 1, causal: true },
+    ]),
+  );
+
+  caseTest('returnWeights: weights [B,H,Sq,Skv] match', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 3, Sq: 17, Skv: 65, D: 17, returnWeights: true },
+      { layout, B: 1, H: 4, Hkv: 2, Sq: size(rng, 65), Skv: size(rng, 65), D: 63, Dv: 3, returnWeights: true, out: 'poisoned' },
+    ]),
+  );
+
+  caseTest('out provided, poisoned with NaN', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 2, Sq: size(rng, 65), Skv: size(rng, 65), D: size(rng, 65), out: 'poisoned' },
+      { layout, B: 1, H: 3, Sq: 1, Skv: 197, D: 17, Dv: 65, out: 'poisoned', causal: true },
+    ]),
+  );
+
+  caseTest('larger: seq 197 and seqKV 1000', () => [
+    { layout: 'bhsd', B: 1, H: 2, Sq: 197, Skv: 197, D: 65 },
+    { layout: 'bhds', B: 1, H: 2, Sq: 197, Skv: 197, D: 63, maskShape: [197, 197] },
+    { layout: 'bshd', B: 1, H: 2, Sq: 17, Skv: 1000, D: 63, causal: true, returnWeights: true },
+    { layout: '3d', B: 1, H: 4, Hkv: 2, Sq: 3, Skv: 1000, D: 16, padding: 'u8' },
+  ]);
+
+  caseTest('random configurations', (rng) =>
+    Array.from({ length: 12 }, (): AttnSpec => {
+      const layout = pick(rng, LAYOUTS);
+      const Hkv = pick(rng, [1, 2, 3]);
+      const H = Hkv * pick(rng, [1, 2, 3]);
+      const B = pick(rng, [1, 2]);
+      const Sq = size(rng, 65), Skv = size(rng, 65), D = size(rng, 65);
+      const maskShape = pick(rng, [undefined, [Sq, Skv], [B, 1, Sq, Skv], [1, H, 1, Skv], [B, H, Sq, Skv]]);
+      return {
+        layout, B, H, Hkv, Sq, Skv, D,
+        Dv: pick(rng, [D, size(rng, 65)]),
+        causal: rng() < 0.5,
+        scale: pick(rng, [undefined, 0.25, -1]),
+        maskShape,
+        padding: pick(rng, [undefined, 'u8', 'tensor'] as const),
+        returnWeights: rng() < 0.5,
+        out: pick(rng, [undefined, 'poisoned'] as const),
+      };
+    }),
+  );
+});
+
+describe(`attention zero-size dims (seed ${SEED})`, () => {
+  test.each(LAYOUTS)('%s: seqQ = 0, headDimV = 0, batch = 0 give empty outputs', (layout) => {
+    const rng = rngFor(SEED, `empty ${layout}`);
+    for (const s of [
+      { layout, B: 1, H: 2, Sq: 0, Skv: 5, D: 3, returnWeights: true },
+      { layout, B: 1, H: 2, Sq: 4, Skv: 5, D: 3, Dv: 0, out: 'poisoned' },
+      { layout, B: 0, H: 2, Sq: 4, Skv: 5, D: 3, causal: true },
+    ] as AttnSpec[]) {
+      const { output, bt } = runCase(s, rng);
+      expect(output.data.length).toBe(0);
+      expect(output.shape).toEqual(bt.ref.output.shape);
+    }
+  });
+
+  test.each(LAYOUTS)('%s: seqKV = 0 gives zero rows (no keys to attend)', (layout) => {
+    const rng = rngFor(SEED, `no keys ${layout}`);
+    const s: AttnSpec = { layout, B: 2, H: 2, Sq: 3, Skv: 0, D: 4, Dv: 5, out: 'poisoned' };
+    const { output } = runCase(s, rng);
+    expect(output.data.length).toBe(2 * 2 * 3 * 5);
+    expect(output.data.every((x) => x === 0)).toBe(true);
+  });
+
+  test.each(LAYOUTS)('%s: headDim = 0 gives the mean of v', (layout) => {
+    const rng = rngFor(SEED, `D=0 ${layout}`);
+    runCase({ layout, B: 1, H: 2, Sq: 3, Skv: 5, D: 0, Dv: 4, scale: 1, out: 'poisoned', returnWeights: true }, rng);
+    // default scale (1/√0 is not used: every logit is 0 whatever the scale)
+    const { bt } = runCase({ layout, B: 2, H: 2, Sq: 3, Skv: 5, D: 0, Dv: 4, out: 'poisoned', returnWeights: true }, rng);
+    expect(bt.ref.weights.data.every((w) => Math.abs(w - 0.2) < 1e-12)).toBe(true);
+  });
+});
+
+describe(`attentionAsync equals attention bit-for-bit (seed ${SEED})`, () => {
+  test('several cases, concurrently', async () => {
+    const rng = rngFor(SEED, 'async');
+    const specs: AttnSpec[] = [
+      { layout: 'bhsd', B: 2, H: 3, Sq: 65, Skv: 63, D: 17, causal: true },
+      { layout: 'bshd', B: 1, H: 4, Hkv: 2, Sq: 17, Skv: 197, D: 63, maskShape: [17, 197], returnWeights: true },
+      { layout: 'bhds', B: 2, H: 2, Sq: 17, Skv: 17, D: 65, Dv: 3, padding: 'tensor', out: 'poisoned' },
+      { layout: '3d', B: 2, H: 6, Hkv: 3, Sq: 3, Skv: 65, D: 8, scale: 0.7, padding: 'u8', paddedBatches: [1], returnWeights: true },
+    ];
+    const pairs = specs.map((s) => {
+      const caseSeed = Math.floor(rng() * 2 ** 32);
+      return { s, a: build(rngFor(caseSeed, 'x'), s), b: build(rngFor(caseSeed, 'x'), s) };
+    });
+    const asyncResults = await Promise.all(pairs.map((p) => attentionAsync(p.a.q, p.a.k, p.a.v, p.a.opts)));
+    pairs.forEach((p, i) => {
+      const ctx = { seed: SEED, label: `attentionAsync ${p.a.label}` };
+      const syncResult = attention(p.b.q, p.b.k, p.b.v, p.b.opts);
+      const ar = asyncResults[i] as Tensor | { output: Tensor; weights: Tensor };
+      const sr = syncResult as Tensor | { output: Tensor; weights: Tensor };
+      const ao = 'output' in ar ? ar.output : ar;
+      const so = 'output' in sr ? sr.output : sr;
+      expect(ao.shape).toEqual(so.shape);
+      expectBitEqual(ao.data, so.data, ctx);
+      if ('weights' in ar && 'weights' in sr) expectBitEqual(ar.weights.data, sr.weights.data, { ...ctx, label: `${ctx.label} weights` });
+      else expect(p.s.returnWeights).toBeFalsy();
+      checkResult(p.s, p.a, ar);
+    });
+  });
+});

@@ -1,0 +1,319 @@
+/**
+ * The package as a consumer sees it: CommonJS require and ESM import of the
+ * compiled dist/ from child Node processes, the declaration files, the
+ * package.json fields, and info()/setNumThreads().
+ *
+ * Needs dist/: run `npx tsc -p tsconfig.build.json` first.
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import * as ts from 'typescript';
+import * as lib from '../lib';
+import { info, setNumThreads } from '../lib';
+
+const ROOT = path.resolve(__dirname, '..');
+const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  name: string;
+  version: string;
+  main?: string;
+  types?: string;
+  exports?: Record<string, unknown>;
+  binary?: { napi_versions?: number[] };
+};
+
+const API = [
+  'matmul',
+  'matmulAsync',
+  'softmax',
+  'softmaxAsync',
+  'attention',
+  'attentionAsync',
+  'tensor',
+  'info',
+  'setNumThreads',
+] as const;
+
+/** [1 2 3; 4 5 6] · [7 8; 9 10; 11 12] */
+const SMALL_MATMUL = {
+  a: [1, 2, 3, 4, 5, 6],
+  b: [7, 8, 9, 10, 11, 12],
+  expected: [58, 64, 139, 154],
+};
+
+const ADDON = process.env.MHSA_ADDON === 'cmake' ? 'cmake-js build (MHSA_ADDON=cmake)' : 'node-gyp build';
+
+function requireDist(): void {
+  const entry = path.join(ROOT, 'dist', 'lib', 'index.js');
+  if (!fs.existsSync(entry)) {
+    throw new Error(`${entry} is missing: compile it with \`npx tsc -p tsconfig.build.json\` before running this test`);
+  }
+}
+
+/** Runs `node <args>` in the repo root; returns the JSON printed on stdout's last line. */
+function runNode(args: string[]): Record<string, unknown> {
+  requireDist();
+  const r = spawnSync(process.execPath, args, {
+    cwd: ROOT,
+    env: process.env,
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  if (r.error) throw r.error;
+  if (r.status !== 0) {
+    throw new Error(`node ${args.slice(0, -1).join(' ')} exited with ${r.status ?? r.signal}:\n${r.stderr}\n${r.stdout}`);
+  }
+  const lines = r.stdout.trim().split('\n');
+  return JSON.parse(lines[lines.length - 1]) as Record<string, unknown>;
+}
+
+/** Expects fn to throw an error with this name and a message containing `text` (realm-independent). */
+function expectThrows(fn: () => unknown, name: string, text: string): void {
+  let thrown: unknown;
+  try {
+    fn();
+  } catch (e) {
+    thrown = e;
+  }
+  if (thrown === undefined) throw new Error(`expected a ${name} containing '${text}', nothing was thrown`);
+  expect(thrown).toEqual(expect.objectContaining({ name, message: expect.stringContaining(text) }));
+}
+
+describe('CommonJS: require() of the repo root in a child process', () => {
+  let out: Record<string, unknown>;
+  beforeAll(() => {
+    const script = `
+      const m = require('./');
+      const names = ${JSON.stringify(API)};
+      const a = m.tensor(new Float32Array(${JSON.stringify(SMALL_MATMUL.a)}), [2, 3]);
+      const b = m.tensor(new Float32Array(${JSON.stringify(SMALL_MATMUL.b)}), [3, 2]);
+      const r = m.matmul(a, b);
+      m.matmulAsync(a, b).then((ra) => {
+        console.log(JSON.stringify({
+          resolved: require.resolve('./'),
+          selfRef: require.resolve('mhsa'),
+          keys: Object.keys(m).sort(),
+          types: Object.fromEntries(names.map((n) => [n, typeof m[n]])),
+          shape: r.shape,
+          data: Array.from(r.data),
+          isFloat32: r.data instanceof Float32Array,
+          asyncData: Array.from(ra.data),
+          version: m.info().version,
+        }));
+      }, (e) => { console.error(e); process.exit(1); });
+    `;
+    out = runNode(['-e', script]);
+  });
+
+  test('resolves to package.json "main" (and self-reference to the exports "require" target)', () => {
+    expect(out.resolved).toBe(path.join(ROOT, PKG.main ?? '<no main>'));
+    const dot = (PKG.exports?.['.'] ?? {}) as Record<string, string>;
+    expect(out.selfRef).toBe(path.join(ROOT, dot.require ?? '<no exports require>'));
+  });
+
+  test('exports every API function', () => {
+    expect(out.types).toEqual(Object.fromEntries(API.map((n) => [n, 'function'])));
+  });
+
+  test('exports the same names as lib/index.ts (dist/ is not stale)', () => {
+    expect(out.keys).toEqual(Object.keys(lib).sort());
+  });
+
+  test('computes a small matmul correctly, sync and async', () => {
+    expect(out.shape).toEqual([2, 2]);
+    expect(out.isFloat32).toBe(true);
+    expect(out.data).toEqual(SMALL_MATMUL.expected);
+    expect(out.asyncData).toEqual(SMALL_MATMUL.expected);
+  });
+
+  test('info().version is the package version', () => {
+    expect(out.version).toBe(PKG.version);
+  });
+});
+
+describe("ESM: import from 'mhsa' (self-reference through the exports map) in a child process", () => {
+  let out: Record<string, unknown>;
+  beforeAll(() => {
+    const script = `
+      import { matmul, info, tensor } from 'mhsa';
+      import mhsa from 'mhsa';
+      import * as ns from 'mhsa';
+      const names = ${JSON.stringify(API)};
+      const a = tensor(new Float32Array(${JSON.stringify(SMALL_MATMUL.a)}), [2, 3]);
+      const b = tensor(new Float32Array(${JSON.stringify(SMALL_MATMUL.b)}), [3, 2]);
+      const r = matmul(a, b);
+      const rd = mhsa.matmul(a, b);
+      console.log(JSON.stringify({
+        resolved: import.meta.resolve('mhsa'),
+        namedTypes: Object.fromEntries(names.map((n) => [n, typeof ns[n]])),
+        namedKeys: Object.keys(ns).filter((k) => k !== 'default').sort(),
+        defaultTypes: Object.fromEntries(names.map((n) => [n, typeof mhsa?.[n]])),
+        sameFunction: mhsa.matmul === matmul,
+        data: Array.from(r.data),
+        defaultData: Array.from(rd.data),
+        info: info(),
+      }));
+    `;
+    out = runNode(['--input-type=module', '-e', script]);
+  });
+
+  test('resolves to the exports "import" target', () => {
+    const dot = (PKG.exports?.['.'] ?? {}) as Record<string, string>;
+    expect(out.resolved).toBe(pathToFileURL(path.join(ROOT, dot.import ?? '<no exports import>')).href);
+  });
+
+  test('named imports: every API function, and the same names as the CommonJS build', () => {
+    expect(out.namedTypes).toEqual(Object.fromEntries(API.map((n) => [n, 'function'])));
+    expect(out.namedKeys).toEqual(Object.keys(lib).sort());
+  });
+
+  test('default import: the same module object', () => {
+    expect(out.defaultTypes).toEqual(Object.fromEntries(API.map((n) => [n, 'function'])));
+    expect(out.sameFunction).toBe(true);
+  });
+
+  test('computes a small matmul through named and default imports; info() works', () => {
+    expect(out.data).toEqual(SMALL_MATMUL.expected);
+    expect(out.defaultData).toEqual(SMALL_MATMUL.expected);
+    expect(out.info).toEqual(expect.objectContaining({ version: PKG.version, isa: expect.any(String) }));
+  });
+});
+
+describe('type declarations', () => {
+  const dts = path.join(ROOT, 'dist', 'lib', 'index.d.ts');
+  let program: ts.Program;
+  let host: ts.CompilerHost;
+  // A virtual file inside the package, so 'mhsa' resolves by self-reference through the exports map.
+  const consumer = path.join(ROOT, '__packaging_consumer__.ts');
+  const source = `
+    import { matmul, matmulAsync, softmax, softmaxAsync, attention, attentionAsync, tensor, info, setNumThreads, type Tensor } from 'mhsa';
+    const t: Tensor = tensor(new Float32Array(4), [2, 2]);
+    const r: Tensor = matmul(t, t, { transposeB: true });
+    const p: Promise<Tensor> = matmulAsync(t, t);
+    const s: Tensor = softmax(t, { scale: 2 });
+    const sp: Promise<Tensor> = softmaxAsync(t);
+    const q = tensor(new Float32Array(8), [1, 1, 2, 4]);
+    const o: Tensor = attention(q, q, q, { causal: true });
+    const w: Tensor = attention(q, q, q, { returnWeights: true }).weights;
+    const op: Promise<Tensor> = attentionAsync(q, q, q);
+    const v: string = info().version;
+    const n: number = info().threads;
+    setNumThreads(1);
+    // @ts-expect-error setNumThreads takes a number
+    setNumThreads('2');
+    export { r, p, s, sp, o, w, op, v, n };
+  `;
+  const options: ts.CompilerOptions = {
+    noEmit: true,
+    strict: true,
+    module: ts.ModuleKind.Node16,
+    moduleResolution: ts.ModuleResolutionKind.Node16,
+    target: ts.ScriptTarget.ES2022,
+    lib: ['lib.es2022.d.ts'],
+    types: [],
+  };
+
+  beforeAll(() => {
+    requireDist();
+    host = ts.createCompilerHost(options);
+    const getSourceFile = host.getSourceFile.bind(host);
+    const fileExists = host.fileExists.bind(host);
+    const readFile = host.readFile.bind(host);
+    host.getSourceFile = (file, lang, ...rest) =>
+      path.resolve(file) === consumer ? ts.createSourceFile(file, source, lang) : getSourceFile(file, lang, ...rest);
+    host.fileExists = (file) => path.resolve(file) === consumer || fileExists(file);
+    host.readFile = (file) => (path.resolve(file) === consumer ? source : readFile(file));
+    program = ts.createProgram([consumer], options, host);
+  });
+
+  test('dist/lib/index.d.ts exists and declares every API function', () => {
+    expect(fs.existsSync(dts)).toBe(true);
+    const sf = program.getSourceFile(dts);
+    expect(sf).toBeDefined();
+    const checker = program.getTypeChecker();
+    const moduleSymbol = checker.getSymbolAtLocation(sf!)!;
+    const kinds: Record<string, string> = {};
+    for (const sym of checker.getExportsOfModule(moduleSymbol)) {
+      const target = sym.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(sym) : sym;
+      kinds[sym.name] = target.flags & ts.SymbolFlags.Function ? 'function' : 'other';
+    }
+    for (const name of API) expect({ name, kind: kinds[name] }).toEqual({ name, kind: 'function' });
+  });
+
+  test("'mhsa' resolves to dist/lib/index.d.ts through the exports map (node16), and a consumer type-checks", () => {
+    const resolved = ts.resolveModuleName('mhsa', consumer, options, host).resolvedModule?.resolvedFileName;
+    expect(resolved && path.resolve(resolved)).toBe(dts);
+    // Includes the declaration files themselves (no skipLibCheck).
+    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => {
+      const where = d.file ? `${path.relative(ROOT, d.file.fileName)}: ` : '';
+      return where + ts.flattenDiagnosticMessageText(d.messageText, '\n');
+    });
+    expect(diagnostics).toEqual([]);
+  });
+});
+
+describe('package.json', () => {
+  test('has a top-level "main" that exists', () => {
+    expect(typeof PKG.main).toBe('string');
+    expect(fs.existsSync(path.join(ROOT, PKG.main!))).toBe(true);
+  });
+
+  test('has an exports map with types (first), import and require, all existing', () => {
+    const dot = PKG.exports?.['.'] as Record<string, string> | undefined;
+    expect(dot).toEqual(expect.objectContaining({ types: expect.any(String), import: expect.any(String), require: expect.any(String) }));
+    // Conditions match in key order: "types" must come before import/require to be used.
+    expect(Object.keys(dot!)[0]).toBe('types');
+    for (const cond of ['types', 'import', 'require']) {
+      expect({ cond, exists: fs.existsSync(path.join(ROOT, dot![cond])) }).toEqual({ cond, exists: true });
+    }
+    expect(path.resolve(ROOT, dot!.require)).toBe(path.resolve(ROOT, PKG.main!));
+  });
+
+  test('"binary": {"napi_versions": [8]} (cmake-js builds offline only with it)', () => {
+    expect(PKG.binary).toEqual(expect.objectContaining({ napi_versions: [8] }));
+  });
+});
+
+describe(`info() and setNumThreads() (${ADDON})`, () => {
+  test('info() reports the package version, an ISA and a thread count', () => {
+    const i = info();
+    expect(i.version).toBe(PKG.version);
+    expect(typeof i.isa).toBe('string');
+    expect(i.isa.length).toBeGreaterThan(0);
+    expect(Number.isInteger(i.threads)).toBe(true);
+    expect(i.threads).toBeGreaterThanOrEqual(1);
+  });
+
+  test('setNumThreads(1) takes effect and can be restored', () => {
+    const before = info().threads;
+    try {
+      setNumThreads(1);
+      expect(info().threads).toBe(1);
+      expect(lib.getNumThreads()).toBe(1);
+    } finally {
+      setNumThreads(before);
+    }
+    expect(info().threads).toBe(before);
+  });
+
+  test('setNumThreads rejects non-integers, out-of-range values and non-numbers', () => {
+    const before = info().threads;
+    expectThrows(() => setNumThreads(0), 'RangeError', 'setNumThreads');
+    expectThrows(() => setNumThreads(1.5), 'RangeError', 'setNumThreads');
+    expectThrows(() => setNumThreads('2' as unknown as number), 'TypeError', 'setNumThreads');
+    expectThrows(() => setNumThreads(-1), 'RangeError', 'setNumThreads');
+    expectThrows(() => setNumThreads(NaN), 'RangeError', 'setNumThreads');
+    expectThrows(() => setNumThreads(Infinity), 'RangeError', 'setNumThreads');
+    expectThrows(() => setNumThreads(undefined as unknown as number), 'TypeError', 'setNumThreads');
+    expect(info().threads).toBe(before);
+  });
+
+  test('the selected addon build is present', () => {
+    const file =
+      process.env.MHSA_ADDON === 'cmake'
+        ? path.join(ROOT, 'build-cmake', 'Release', 'mhsa.node')
+        : path.join(ROOT, 'build', 'Release', 'mhsa.node');
+    expect(fs.existsSync(file)).toBe(true);
+  });
+});
