@@ -1,6 +1,6 @@
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
-import { native } from './native';
+import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
 import { runAsync } from './queue';
 import {
@@ -213,9 +213,12 @@ function prepareAttention(fn: string, q: TensorLike, k: TensorLike, v: TensorLik
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad?.data);
 
-  const args: unknown[] = [
-    LAYOUT_CODE[layout], tq.data, qs, tk.data, ks, tv.data, vs, out.data, out4,
-    scale ?? null, causal, maskArgs[0], maskArgs[1], pad ? pad.data : null, weights ? weights.data : null,
+  const args = (): unknown[] => [
+    tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ? pad.data : null, weights ? weights.data : null,
+    new Descriptor()
+      .number(LAYOUT_CODE[layout]).shape(qs).shape(ks).shape(vs).shape(out4)
+      .flag(scale !== undefined).number(scale ?? 0).flag(causal).shape(maskArgs[1])
+      .done(),
   ];
   const buffers: ArrayBufferView[] = [tq.data, tk.data, tv.data, out.data];
   if (maskArgs[0]) buffers.push(maskArgs[0]);
@@ -257,7 +260,7 @@ export function attention(
   options?: AttentionOptions,
 ): Tensor | AttentionWithWeights {
   const call = prepareAttention('attention', q, k, v, options);
-  native.attention(...call.args);
+  native.attention(...call.args());
   return call.result;
 }
 

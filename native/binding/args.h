@@ -25,6 +25,9 @@ struct ByteArg {
   Napi::Value value;
 };
 
+// True for null or undefined (one N-API call).
+bool isNullish(const Napi::Value& v);
+
 // Throws a JS TypeError or RangeError for a failed Status (no-op when ok).
 void throwIfError(Napi::Env env, const Status& st);
 
@@ -35,11 +38,27 @@ FloatArg optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg)
 // A Uint8Array, or null/undefined.
 ByteArg optionalByteArg(const Napi::Value& v, const char* fn, const char* arg);
 
-// An array of non-negative safe integers.
-Shape shapeArg(const Napi::Value& v, const char* fn, const char* arg);
+// The numeric arguments of a call (shapes, flags, scalars) arrive packed in
+// one Float64Array, so a call costs a handful of N-API round trips instead of
+// one per dim. The reader checks every value it hands out.
+class Descriptor {
+ public:
+  Descriptor(const Napi::Value& v, const char* fn);
+  // A rank followed by that many dims, each a non-negative safe integer.
+  Shape shape(const char* arg);
+  double number(const char* arg);
+  bool flag(const char* arg);
+  // RangeError unless every value has been read.
+  void finish();
 
-double numberArg(const Napi::Value& v, const char* fn, const char* arg);
-bool boolArg(const Napi::Value& v, const char* fn, const char* arg);
+ private:
+  double next(const char* arg);
+  const double* data_ = nullptr;
+  size_t length_ = 0;
+  size_t pos_ = 0;
+  const char* fn_;
+  Napi::Env env_;
+};
 
 // RangeError unless out's bytes are disjoint from the input's (or, when
 // allowSame, exactly the same view).

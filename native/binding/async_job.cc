@@ -20,6 +20,7 @@ struct EnvState {
 };
 
 struct Job {
+  const char* fn = "";
   WorkFn work;
   std::vector<napi_ref> refs;
   napi_ref callback = nullptr;
@@ -35,13 +36,13 @@ void runCatching(Job* job) {
     job->work();
   } catch (const std::bad_alloc&) {
     job->error = ErrorKind::Range;
-    job->message = "out of memory while computing (std::bad_alloc)";
+    job->message = std::string(job->fn) + ": out of memory while computing (std::bad_alloc)";
   } catch (const std::exception& e) {
     job->error = ErrorKind::Generic;
-    job->message = e.what();
+    job->message = std::string(job->fn) + ": " + e.what();
   } catch (...) {
     job->error = ErrorKind::Generic;
-    job->message = "unknown native error";
+    job->message = std::string(job->fn) + ": unknown native error";
   }
 }
 
@@ -167,10 +168,11 @@ EnvState* stateOf(Napi::Env env) {
 
 int pendingAsync(Napi::Env env) { return stateOf(env)->pending; }
 
-void submitAsync(Napi::Env env, Napi::Function callback, const std::vector<Napi::Value>& keepAlive,
-                 WorkFn work) {
+void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
+                 const std::vector<Napi::Value>& keepAlive, WorkFn work) {
   EnvState* state = stateOf(env);
   auto* job = new Job();
+  job->fn = fn;
   job->work = std::move(work);
   job->state = state;
   for (const Napi::Value& v : keepAlive) {
@@ -184,21 +186,21 @@ void submitAsync(Napi::Env env, Napi::Function callback, const std::vector<Napi:
   dispatcher().push(job);
 }
 
-void runOrSubmit(const Napi::CallbackInfo& info, size_t callbackIndex,
+void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callbackIndex,
                  const std::vector<Napi::Value>& keepAlive, WorkFn work) {
   Napi::Env env = info.Env();
   if (info.Length() > callbackIndex && info[callbackIndex].IsFunction()) {
-    submitAsync(env, info[callbackIndex].As<Napi::Function>(), keepAlive, std::move(work));
+    submitAsync(fn, env, info[callbackIndex].As<Napi::Function>(), keepAlive, std::move(work));
     return;
   }
   try {
     work();
   } catch (const std::bad_alloc&) {
-    throw Napi::RangeError::New(env, "out of memory while computing (std::bad_alloc)");
+    throw Napi::RangeError::New(env, std::string(fn) + ": out of memory while computing (std::bad_alloc)");
   } catch (const Napi::Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Napi::Error::New(env, e.what());
+    throw Napi::Error::New(env, std::string(fn) + ": " + e.what());
   }
 }
 

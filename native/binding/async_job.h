@@ -18,11 +18,12 @@ using WorkFn = std::function<void()>;
 void initAsync(Napi::Env env);
 
 // Queues work; callback(error | null) runs later on this environment's JS thread.
-void submitAsync(Napi::Env env, Napi::Function callback, const std::vector<Napi::Value>& keepAlive,
+void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const std::vector<Napi::Value>& keepAlive,
                  WorkFn work);
 
 // Runs work now if info[callbackIndex] is not a function, else queues it.
-void runOrSubmit(const Napi::CallbackInfo& info, size_t callbackIndex,
+// fn names the op in errors raised while computing (out of memory).
+void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callbackIndex,
                  const std::vector<Napi::Value>& keepAlive, WorkFn work);
 
 // Number of async jobs queued or running in this environment.

@@ -8,36 +8,38 @@ namespace mhsa {
 Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "attention";
-  const double layout = numberArg(info[0], fn, "layout");
-  if (layout != 0 && layout != 1 && layout != 2)
-    throw Napi::RangeError::New(env, "attention: layout code must be 0, 1 or 2");
-  FloatArg q = floatArg(info[1], fn, "q");
-  FloatArg k = floatArg(info[3], fn, "k");
-  FloatArg v = floatArg(info[5], fn, "v");
-  FloatArg out = floatArg(info[7], fn, "out");
-  FloatArg mask = optionalFloatArg(info[11], fn, "mask");
-  ByteArg pad = optionalByteArg(info[13], fn, "keyPaddingMask");
-  FloatArg weights = optionalFloatArg(info[14], fn, "weights");
+  FloatArg q = floatArg(info[0], fn, "q");
+  FloatArg k = floatArg(info[1], fn, "k");
+  FloatArg v = floatArg(info[2], fn, "v");
+  FloatArg out = floatArg(info[3], fn, "out");
+  FloatArg mask = optionalFloatArg(info[4], fn, "mask");
+  ByteArg pad = optionalByteArg(info[5], fn, "keyPaddingMask");
+  FloatArg weights = optionalFloatArg(info[6], fn, "weights");
+  Descriptor desc(info[7], fn);
 
   AttentionArgs args;
+  const double layout = desc.number("layout");
+  if (layout != 0 && layout != 1 && layout != 2)
+    throw Napi::RangeError::New(env, "attention: layout code must be 0, 1 or 2");
   args.layout = static_cast<AttentionLayout>(static_cast<int>(layout));
-  args.q = shapeArg(info[2], fn, "q.shape");
-  args.k = shapeArg(info[4], fn, "k.shape");
-  args.v = shapeArg(info[6], fn, "v.shape");
-  args.out = shapeArg(info[8], fn, "out.shape");
+  args.q = desc.shape("q.shape");
+  args.k = desc.shape("k.shape");
+  args.v = desc.shape("v.shape");
+  args.out = desc.shape("out.shape");
+  args.hasScale = desc.flag("hasScale");
+  args.scale = desc.number("scale");
+  args.causal = desc.flag("causal");
+  args.mask = desc.shape("mask.shape");
+  desc.finish();
+  args.hasMask = mask.data != nullptr || !isNullish(info[4]);
+  args.hasKeyPadding = pad.data != nullptr || !isNullish(info[5]);
+  args.hasWeights = weights.data != nullptr || !isNullish(info[6]);
   args.qLength = q.length;
   args.kLength = k.length;
   args.vLength = v.length;
   args.outLength = out.length;
-  args.hasScale = !info[9].IsNull() && !info[9].IsUndefined();
-  if (args.hasScale) args.scale = numberArg(info[9], fn, "scale");
-  args.causal = boolArg(info[10], fn, "causal");
-  args.hasMask = !info[11].IsNull() && !info[11].IsUndefined();
-  if (args.hasMask) args.mask = shapeArg(info[12], fn, "mask.shape");
   args.maskLength = mask.length;
-  args.hasKeyPadding = !info[13].IsNull() && !info[13].IsUndefined();
   args.keyPaddingLength = pad.length;
-  args.hasWeights = !info[14].IsNull() && !info[14].IsUndefined();
   args.weightsLength = weights.length;
 
   AttentionProblem p{};
@@ -63,7 +65,7 @@ Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
   p.mask = mask.data;
   p.keyPadding = pad.data;
   p.weights = weights.data;
-  runOrSubmit(info, 15, {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value},
+  runOrSubmit(fn, info, 8, {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value},
               [p] { attentionForward(p); });
   return env.Undefined();
 }

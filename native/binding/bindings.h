@@ -1,22 +1,25 @@
-// The native entry points, one file per op family. Each takes positional
-// arguments already validated by lib/ and, when its last argument is a
-// function, runs asynchronously and calls it with (error | null).
+// The native entry points, one file per op family. Tensors arrive as typed
+// arrays; shapes, flags and scalars packed in one Float64Array descriptor
+// (see lib/native.ts, which builds it). When the last argument is a function
+// the op runs asynchronously and calls it with (error | null).
 #pragma once
 
 #include <napi.h>
 
 namespace mhsa {
 
-// matmul(a, aShape, b, bShape, c|null, cShape|null, out, outShape,
-//        transposeA, transposeB, alpha, beta, callback?)
+// matmul(a, b, c|null, out, desc, callback?)
+// desc: a.shape, b.shape, c.shape (rank 0 when no c), out.shape (each as rank, dims...),
+//       transposeA, transposeB, alpha, beta
 Napi::Value matmulBinding(const Napi::CallbackInfo& info);
 
-// softmax(x, xShape, out, outShape, scale, callback?)
+// softmax(x, out, desc, callback?)
+// desc: x.shape, out.shape, scale
 Napi::Value softmaxBinding(const Napi::CallbackInfo& info);
 
-// attention(layout, q, qShape, k, kShape, v, vShape, out, outShape,
-//           scale|null, causal, mask|null, maskShape|null, keyPaddingMask|null,
-//           weights|null, callback?)
+// attention(q, k, v, out, mask|null, keyPaddingMask|null, weights|null, desc, callback?)
+// desc: layout (0 bhsd, 1 bshd, 2 bhds), q.shape, k.shape, v.shape, out.shape,
+//       hasScale, scale, causal, mask.shape (rank 0 when no mask)
 Napi::Value attentionBinding(const Napi::CallbackInfo& info);
 
 }  // namespace mhsa

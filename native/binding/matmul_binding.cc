@@ -9,19 +9,21 @@ Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "matmul";
   FloatArg a = floatArg(info[0], fn, "a");
-  FloatArg b = floatArg(info[2], fn, "b");
-  FloatArg c = optionalFloatArg(info[4], fn, "c");
-  FloatArg out = floatArg(info[6], fn, "out");
+  FloatArg b = floatArg(info[1], fn, "b");
+  FloatArg c = optionalFloatArg(info[2], fn, "c");
+  FloatArg out = floatArg(info[3], fn, "out");
+  Descriptor desc(info[4], fn);
   MatmulArgs args;
-  args.a = shapeArg(info[1], fn, "a.shape");
-  args.b = shapeArg(info[3], fn, "b.shape");
-  args.hasC = !info[4].IsNull() && !info[4].IsUndefined();
-  if (args.hasC) args.c = shapeArg(info[5], fn, "c.shape");
-  args.out = shapeArg(info[7], fn, "out.shape");
-  args.transposeA = boolArg(info[8], fn, "transposeA");
-  args.transposeB = boolArg(info[9], fn, "transposeB");
-  const float alpha = static_cast<float>(numberArg(info[10], fn, "alpha"));
-  const float beta = static_cast<float>(numberArg(info[11], fn, "beta"));
+  args.a = desc.shape("a.shape");
+  args.b = desc.shape("b.shape");
+  args.c = desc.shape("c.shape");
+  args.hasC = c.data != nullptr || !isNullish(info[2]);
+  args.out = desc.shape("out.shape");
+  args.transposeA = desc.flag("transposeA");
+  args.transposeB = desc.flag("transposeB");
+  const float alpha = static_cast<float>(desc.number("alpha"));
+  const float beta = static_cast<float>(desc.number("beta"));
+  desc.finish();
   args.aLength = a.length;
   args.bLength = b.length;
   args.cLength = c.length;
@@ -36,7 +38,7 @@ Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
   const float* bp = b.data;
   const float* cp = c.data;
   float* op = out.data;
-  runOrSubmit(info, 12, {a.value, b.value, c.value, out.value},
+  runOrSubmit(fn, info, 5, {a.value, b.value, c.value, out.value},
               [plan, ap, bp, cp, op, alpha, beta] { runMatmul(plan, ap, bp, cp, op, alpha, beta); });
   return env.Undefined();
 }

@@ -11,13 +11,15 @@ Napi::Value softmaxBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "softmax";
   FloatArg x = floatArg(info[0], fn, "x");
-  FloatArg out = floatArg(info[2], fn, "out");
+  FloatArg out = floatArg(info[1], fn, "out");
+  Descriptor desc(info[2], fn);
   SoftmaxArgs args;
-  args.x = shapeArg(info[1], fn, "x.shape");
-  args.out = shapeArg(info[3], fn, "out.shape");
+  args.x = desc.shape("x.shape");
+  args.out = desc.shape("out.shape");
+  const double scale = desc.number("scale");
+  desc.finish();
   args.xLength = x.length;
   args.outLength = out.length;
-  const double scale = numberArg(info[4], fn, "scale");
   if (!std::isfinite(static_cast<float>(scale)))
     throw Napi::RangeError::New(env, "softmax: scale must be a finite float32 number");
   SoftmaxPlan plan;
@@ -26,7 +28,7 @@ Napi::Value softmaxBinding(const Napi::CallbackInfo& info) {
   const float* xp = x.data;
   float* op = out.data;
   const float s = static_cast<float>(scale);
-  runOrSubmit(info, 5, {x.value, out.value}, [plan, xp, op, s] { runSoftmax(plan, xp, op, s); });
+  runOrSubmit(fn, info, 3, {x.value, out.value}, [plan, xp, op, s] { runSoftmax(plan, xp, op, s); });
   return env.Undefined();
 }
 

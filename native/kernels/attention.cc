@@ -96,6 +96,8 @@ void attentionTile(const AttentionProblem& p, int64_t b, int64_t h, int64_t i0, 
 
 void attentionForward(const AttentionProblem& p) {
   if (p.batch == 0 || p.heads == 0 || p.seqQ == 0) return;
+  // Nothing to write: skip the scores (seqKV is unbounded when k and v are empty).
+  if (p.headDimV == 0 && p.weights == nullptr) return;
   const int64_t tilesPerHead = (p.seqQ + kAttentionQueryTile - 1) / kAttentionQueryTile;
   const int64_t tasks = p.batch * p.heads * tilesPerHead;
   parallelFor(tasks, [&](int64_t t) {
