@@ -9,6 +9,8 @@ export const {
   softmaxAsync,
   attention,
   attentionAsync,
+  layerNorm,
+  layerNormAsync,
   info,
   setNumThreads,
   getNumThreads,

@@ -14,4 +14,5 @@ export {
   type AttentionLayout,
   type AttentionWithWeights,
 } from './attention';
+export { layerNorm, layerNormAsync, type LayerNormOptions } from './layernorm';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';

@@ -12,6 +12,9 @@ export interface NativeAddon {
   matmul(...args: unknown[]): void;
   softmax(...args: unknown[]): void;
   attention(...args: unknown[]): void;
+  layerNorm(...args: unknown[]): void;
+  /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
+  calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };
   info(): { isa: string; threads: number; blas: string | null; pendingAsync: number };
   setNumThreads(n: number): void;
   defaultNumThreads: number;

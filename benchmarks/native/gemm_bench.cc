@@ -12,7 +12,7 @@
 #include "../../native/kernels/gemm.h"
 #include "../../native/kernels/kernel_table.h"
 #include "../../native/runtime/thread_pool.h"
-#include "peak.h"
+#include "../../native/runtime/calibrate.h"
 
 #ifdef MHSA_BENCH_OPENBLAS
 #include <cblas.h>

@@ -12,7 +12,7 @@ avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
 avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
 flags="-O3 -std=c++17 -DMHSA_HAVE_X86_KERNELS -pthread"
 objs=()
-for f in $core benchmarks/native/peak.cc benchmarks/native/gemm_bench.cc; do
+for f in $core benchmarks/native/gemm_bench.cc; do
   o="$out/$(basename "$f" .cc).o"; g++ $flags -c "$f" -o "$o" & objs+=("$o")
 done
 for f in $avx2; do o="$out/$(basename "$f" .cc).o"; g++ $flags -mavx2 -mfma -c "$f" -o "$o" & objs+=("$o"); done

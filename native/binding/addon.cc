@@ -2,6 +2,7 @@
 #include <napi.h>
 
 #include "../kernels/kernel_table.h"
+#include "../runtime/calibrate.h"
 #include "../runtime/cpu_features.h"
 #include "../runtime/thread_pool.h"
 #include "async_job.h"
@@ -24,6 +25,24 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   return r;
 }
 
+// calibrate(threads, fmaIterations, bandwidthBytes) -> { gflops, gbs }: the
+// machine's measured FMA peak and read bandwidth, for benchmarks' % of peak.
+// Blocks the calling thread for the measurement (a fraction of a second).
+Napi::Value calibrateBinding(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber())
+    throw Napi::TypeError::New(env, "calibrate: expected (threads, fmaIterations, bandwidthBytes) as numbers");
+  const double threads = info[0].As<Napi::Number>().DoubleValue();
+  const double iters = info[1].As<Napi::Number>().DoubleValue();
+  const double bytes = info[2].As<Napi::Number>().DoubleValue();
+  if (!(threads >= 1 && threads <= 1024) || !(iters >= 1 && iters <= 1e10) || !(bytes >= 0 && bytes <= 16e9))
+    throw Napi::RangeError::New(env, "calibrate: arguments out of range");
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("gflops", measureFmaPeakGflops(static_cast<int>(threads), static_cast<int64_t>(iters), 3));
+  r.Set("gbs", bytes >= 1 << 20 ? measureReadBandwidthGBs(static_cast<int>(threads), static_cast<size_t>(bytes), 3) : 0.0);
+  return r;
+}
+
 Napi::Value setNumThreadsBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "setNumThreads: n must be a number");
@@ -43,6 +62,8 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exports.Set("matmul", Napi::Function::New(env, matmulBinding, "matmul"));
   exports.Set("softmax", Napi::Function::New(env, softmaxBinding, "softmax"));
   exports.Set("attention", Napi::Function::New(env, attentionBinding, "attention"));
+  exports.Set("layerNorm", Napi::Function::New(env, layerNormBinding, "layerNorm"));
+  exports.Set("calibrate", Napi::Function::New(env, calibrateBinding, "calibrate"));
   exports.Set("info", Napi::Function::New(env, infoBinding, "info"));
   exports.Set("setNumThreads", Napi::Function::New(env, setNumThreadsBinding, "setNumThreads"));
   exports.Set("defaultNumThreads", Napi::Number::New(env, defaultNumThreads()));

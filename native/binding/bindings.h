@@ -22,4 +22,8 @@ Napi::Value softmaxBinding(const Napi::CallbackInfo& info);
 //       hasScale, scale, causal, mask.shape (rank 0 when no mask)
 Napi::Value attentionBinding(const Napi::CallbackInfo& info);
 
+// layerNorm(x, out, weight|null, bias|null, desc, callback?)
+// desc: x.shape, out.shape, eps. Normalizes over the last dim.
+Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
+
 }  // namespace mhsa

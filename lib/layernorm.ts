@@ -1,0 +1,66 @@
+import { formatShape, rangeError } from './errors';
+import { Descriptor, native } from './native';
+import { checkOptions, optFiniteNumber } from './options';
+import { runAsync } from './queue';
+import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
+
+/** Options of {@link layerNorm} and {@link layerNormAsync}. */
+export interface LayerNormOptions {
+  /** Per-feature scale, length = x's last dim (PyTorch's `weight`). Default 1. */
+  weight?: TensorLike;
+  /** Per-feature shift, length = x's last dim. Default 0. */
+  bias?: TensorLike;
+  /** Added to the variance. Default 1e-5 (PyTorch's default). */
+  eps?: number;
+  /** Where to write the result; x's shape. May be x itself. */
+  out?: Tensor;
+}
+
+const KNOWN = ['weight', 'bias', 'eps', 'out'] as const;
+
+function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions) {
+  const opts = checkOptions<LayerNormOptions>(fn, options, KNOWN);
+  const tx = checkTensor(fn, 'x', x);
+  if (tx.shape.length < 1) throw rangeError(fn, `x must have at least 1 dim, received shape ${formatShape(tx.shape)}`);
+  const dim = tx.shape[tx.shape.length - 1];
+  const weight = opts.weight === undefined ? undefined : checkTensor(fn, 'options.weight', opts.weight);
+  const bias = opts.bias === undefined ? undefined : checkTensor(fn, 'options.bias', opts.bias);
+  for (const [name, t] of [['weight', weight], ['bias', bias]] as const) {
+    if (t && t.data.length !== dim) {
+      throw rangeError(fn, `options.${name} must have x's last dim = ${dim} elements, received shape ${formatShape(t.shape)}`);
+    }
+  }
+  const eps = optFiniteNumber(fn, 'eps', opts.eps) ?? 1e-5;
+  if (eps < 0) throw rangeError(fn, `options.eps must be >= 0, received ${eps}`);
+  const out = resultTensor(fn, opts.out, tx.shape);
+  checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
+  checkNoAlias(fn, 'options.out', out.data, 'options.weight', weight?.data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.bias', bias?.data);
+  const args = (): unknown[] => [
+    tx.data, out.data, weight ? weight.data : null, bias ? bias.data : null,
+    new Descriptor().shape(tx.shape).shape(tx.shape).number(eps).done(),
+  ];
+  const buffers: ArrayBufferView[] = [tx.data, out.data];
+  if (weight) buffers.push(weight.data);
+  if (bias) buffers.push(bias.data);
+  return { fn, args, result: out, buffers };
+}
+
+/**
+ * Layer normalization over the last axis, as PyTorch's `nn.LayerNorm(dim)`:
+ * `(x − mean) / √(var + eps) · weight + bias` per row (biased variance).
+ *
+ * @example
+ * layerNorm(tensor([1, 2, 3, 4], [1, 4])).data; // ≈ [-1.342, -0.447, 0.447, 1.342]
+ * @throws TypeError for a wrong kind of argument, RangeError for mismatched shapes and invalid values.
+ */
+export function layerNorm(x: TensorLike, options?: LayerNormOptions): Tensor {
+  const call = prepareLayerNorm('layerNorm', x, options);
+  native.layerNorm(...call.args());
+  return call.result;
+}
+
+/** {@link layerNorm} computed off the JS thread; invalid arguments reject the promise. */
+export function layerNormAsync(x: TensorLike, options?: LayerNormOptions): Promise<Tensor> {
+  return runAsync(() => prepareLayerNorm('layerNormAsync', x, options), (args) => native.layerNorm(...args));
+}

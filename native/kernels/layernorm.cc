@@ -1,0 +1,45 @@
+#include "layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "../runtime/thread_pool.h"
+
+namespace mhsa {
+namespace {
+
+void layerNormRow(const float* x, float* y, int64_t dim, const float* weight, const float* bias, float eps) {
+  // Two passes in double: the mean first, then the spread around it, so a
+  // large common offset does not cancel away the variance.
+  double sum = 0;
+  for (int64_t i = 0; i < dim; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(dim);
+  double sq = 0;
+  for (int64_t i = 0; i < dim; ++i) {
+    const double d = x[i] - mean;
+    sq += d * d;
+  }
+  const float inv = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(dim) + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < dim; ++i) {
+    float v = (x[i] - m) * inv;
+    if (weight) v *= weight[i];
+    if (bias) v += bias[i];
+    y[i] = v;
+  }
+}
+
+}  // namespace
+
+void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
+                   float eps) {
+  if (dim == 0) return;
+  const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t{1} << 15) / dim);
+  const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
+  parallelFor(tasks, [&](int64_t t) {
+    const int64_t r1 = std::min(rows, (t + 1) * rowsPerTask);
+    for (int64_t r = t * rowsPerTask; r < r1; ++r) layerNormRow(x + r * dim, y + r * dim, dim, weight, bias, eps);
+  });
+}
+
+}  // namespace mhsa

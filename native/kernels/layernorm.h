@@ -1,0 +1,13 @@
+#pragma once
+
+#include <cstdint>
+
+namespace mhsa {
+
+// y[r] = (x[r] - mean(x[r])) / sqrt(var(x[r]) + eps) * weight + bias for each
+// row r of `dim` contiguous values (biased variance, as PyTorch's LayerNorm).
+// weight and bias may be null (1 and 0). y may equal x. Spread over the pool.
+void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
+                   float eps);
+
+}  // namespace mhsa
