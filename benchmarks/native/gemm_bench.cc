@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
                  shapes.end());
   }
   std::printf("isa %s\n", mhsa::kernels().name);
-  for (int threads : {1, 2}) {
+  std::vector<int> threadCounts = {1, 2};
+  if (const char* t = std::getenv("THREADS")) threadCounts = {std::atoi(t)};
+  for (int threads : threadCounts) {
     const double peak = mhsa::measureFmaPeakGflops(threads);
     mhsa::setNumThreads(threads);
 #ifdef MHSA_BENCH_OPENBLAS
