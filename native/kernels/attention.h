@@ -27,9 +27,15 @@ struct AttentionProblem {
   float* weights;             // contiguous [batch, heads, seqQ, seqKV]; may be null
 };
 
-// Rows of queries handled together: their scores (kAttentionQueryTile x seqKV)
-// are the only O(seqKV) buffer, so memory stays linear in sequence length.
-constexpr int64_t kAttentionQueryTile = 64;
+// Queries handled together. Their transposed scores (seqKV x 96) are the only
+// O(seqKV) buffer per thread, so memory stays linear in sequence length.
+// 96 is a whole number of micro-tiles both ways on every ISA: 8 x 12 and 3 x 32
+// (AVX-512), 16 x 6 and 6 x 16 (AVX2), 24 x 4 and 6 x 16 (portable).
+constexpr int64_t kAttentionQueryTile = 96;
+
+// Up to this many queries per head take the decode path: dot products and
+// axpys streaming K and V once, with no packing (a decode step is memory-bound).
+constexpr int64_t kAttentionDecodeMaxQueries = 4;
 
 void attentionForward(const AttentionProblem& p);
 

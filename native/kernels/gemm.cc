@@ -9,9 +9,8 @@
 
 namespace mhsa {
 namespace {
-
-inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+}  // namespace
 
 // Packs rows [i0, i0+mc) x depth [p0, p0+kc) of A into mr-row slivers, each
 // k-major (sliver[k * mr + i]) and zero-padded to mr rows, so the micro-kernel
@@ -22,8 +21,13 @@ void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t k
     float* d = dst + s * kc;
     const float* src = a.data + (i0 + s) * a.rowStride + p0 * a.colStride;
     if (a.rowStride == 1 && rows == mr) {
-      // Transposed A: the mr values of one k are contiguous.
-      for (int64_t k = 0; k < kc; ++k) std::memcpy(d + k * mr, src + k * a.colStride, mr * sizeof(float));
+      // Transposed A: the mr values of one k are contiguous (a loop, not a
+      // memcpy call, for 16-48 bytes).
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* s = src + k * a.colStride;
+        float* dk = d + k * mr;
+        for (int i = 0; i < mr; ++i) dk[i] = s[i];
+      }
       continue;
     }
     for (int64_t i = 0; i < rows; ++i) {
@@ -60,21 +64,22 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 
 // Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
 // packed B block (whose sliver t starts at column t * nr of the block).
-void macroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
-                 int64_t n1, int64_t kc, const float* ap, const float* bp, bool accumulate) {
+void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
+                     int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
+                     int64_t bDepth, bool accumulate) {
   const int mr = kt.mr, nr = kt.nr;
   float tmp[32 * 32];  // a tile for strided outputs; mr * nr <= 32 * 32 for every table
   for (int64_t jr = n0; jr < n1; jr += nr) {
     const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - jr));
-    const float* bs = bp + jr * kc;
+    const float* bs = bp + jr * bDepth;
     for (int64_t ir = 0; ir < mc; ir += mr) {
       const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
-      const float* as = ap + ir * kc;
+      const float* as = ap + ir * aDepth;
       float* c = p.out + (ic + ir) * p.outRowStride + (jc + jr) * p.outColStride;
       if (p.outColStride == 1) {
-        kt.microKernel(kc, as, bs, c, p.outRowStride, p.alpha, accumulate, rows, cols);
+        kt.microKernel(kc, as, aStep, bs, c, p.outRowStride, p.alpha, accumulate, rows, cols);
       } else {
-        kt.microKernel(kc, as, bs, tmp, nr, p.alpha, false, rows, cols);
+        kt.microKernel(kc, as, aStep, bs, tmp, nr, p.alpha, false, rows, cols);
         for (int i = 0; i < rows; ++i) {
           float* o = c + i * p.outRowStride;
           for (int j = 0; j < cols; ++j) {
@@ -86,6 +91,8 @@ void macroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_
     }
   }
 }
+
+namespace {
 
 void zeroOutput(const GemmProblem& p) {
   for (int64_t i = 0; i < p.m; ++i)
@@ -132,7 +139,7 @@ void gemmSerial(const GemmProblem& p) {
       for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
         const int64_t mc = std::min(kGemmMC, p.m - ic);
         packA(p.a, ic, mc, pc, kc, kt.mr, ap);
-        macroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, bp, accumulate);
+        gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bp, kc, accumulate);
       }
     }
   }
@@ -176,7 +183,7 @@ void gemmParallel(const GemmProblem& p) {
         for (int64_t ic = m0; ic < m1; ic += kGemmMC) {
           const int64_t mc = std::min(kGemmMC, m1 - ic);
           packA(p.a, ic, mc, pc, kc, mr, ap);
-          macroKernel(kt, p, ic, mc, jc, n0, n1, kc, ap, bp, accumulate);
+          gemmMacroKernel(kt, p, ic, mc, jc, n0, n1, kc, ap, kc, mr, bp, kc, accumulate);
         }
       });
     }

@@ -38,6 +38,31 @@ constexpr int64_t kGemmKC = 256;
 constexpr int64_t kGemmMC = 144;
 constexpr int64_t kGemmNC = 4096;
 
+struct KernelTable;
+
+inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Building blocks of the driver, also used by the attention kernel to pack an
+// operand once and reuse it across many products.
+//
+// packA: rows [i0, i0+mc) x depth [p0, p0+kc) of A into mr-row slivers, each
+// k-major (sliver[k * mr + i]), zero-padded to whole slivers. Writes
+// roundUp(mc, mr) * kc floats.
+void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst);
+// packB: depth [p0, p0+kc) x columns [j0, j0+nc) of B into nr-column slivers,
+// each k-major (sliver[k * nr + j]). Writes roundUp(nc, nr) * kc floats.
+void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst);
+// Rows [ic, ic+mc) x columns jc + [n0, n1) of p.out from packed panels (ap
+// holds the mc rows, bp the block whose sliver t starts at column t*nr),
+// using the first kc steps of each sliver. A's sliver for rows ir.. starts at
+// ap + ir * aDepth and steps aStep floats per k (packed: aDepth = kc, aStep = mr;
+// an A already k-major with row stride 1 needs no packing: aDepth = 1,
+// aStep = its column stride). B's slivers were packed with depth bDepth >= kc.
+// Honors p.alpha and p.out's strides; accumulate adds to what out holds.
+void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
+                     int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
+                     int64_t bDepth, bool accumulate);
+
 // The whole product on the calling thread.
 void gemmSerial(const GemmProblem& p);
 

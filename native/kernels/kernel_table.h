@@ -10,14 +10,15 @@ struct KernelTable {
   const char* name;
 
   // GEMM register tile: the micro-kernel computes an mr x nr block of C from
-  // an A sliver packed k-major (ap[k * mr + i]) and a B sliver packed k-major
-  // (bp[k * nr + j]), both zero-padded to full mr / nr:
+  // an A sliver stored k-major (ap[k * aStep + i], aStep = mr when packed) and
+  // a B sliver packed k-major (bp[k * nr + j]), both holding full mr / nr
+  // values per k (rows beyond `rows` may hold anything; they are not stored):
   //   c[i * ldc + j] = alpha * sum_k ap[k][i] * bp[k][j]  (+ c[...] if accumulate)
   // for i < rows, j < cols (the valid part of an edge tile).
   int mr;
   int nr;
-  void (*microKernel)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
-                      bool accumulate, int rows, int cols);
+  void (*microKernel)(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
+                      float alpha, bool accumulate, int rows, int cols);
 
   // Largest element of x[0..n), -Infinity for n == 0. NaN-propagation is not guaranteed.
   float (*rowMax)(const float* x, int64_t n);
@@ -28,6 +29,19 @@ struct KernelTable {
 
   // y[i] *= s for i < n.
   void (*scaleInPlace)(float* y, int64_t n, float s);
+
+  // Column-wise softmax pieces for a rows x cols block s (row stride ld), one
+  // column per query: vectorized across columns.
+  //   colMax:        m[i] = max(m[i], s[j][i]) over rows j
+  //   expSubColumns: s[j][i] = exp(s[j][i] - shift[i]); sum[i] += s[j][i]
+  //   scaleColumns:  s[j][i] *= f[i]
+  void (*colMax)(const float* s, int64_t rows, int64_t ld, int64_t cols, float* m);
+  void (*expSubColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum);
+  void (*scaleColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* f);
+
+  // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
 };
 
 const KernelTable& kernels();

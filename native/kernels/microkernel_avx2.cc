@@ -19,8 +19,8 @@ inline __m256i laneMask(int n) {
 }
 }  // namespace
 
-void microKernel6x16Avx2(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
-                         bool accumulate, int mr, int nr) {
+void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
+                         float alpha, bool accumulate, int mr, int nr) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) {
@@ -36,7 +36,7 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, const float* bp, float* c,
       acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
     }
-    ap += kMR;
+    ap += aStep;
     bp += kNR;
   }
   const __m256 va = _mm256_set1_ps(alpha);

@@ -17,8 +17,8 @@ constexpr int kNR = 32;
 
 // ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
 // Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
-void microKernel12x32Avx512(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
-                            bool accumulate, int mr, int nr) {
+void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
+                            float alpha, bool accumulate, int mr, int nr) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
@@ -35,7 +35,7 @@ void microKernel12x32Avx512(int64_t kc, const float* ap, const float* bp, float*
       acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
     }
-    ap += kMR;
+    ap += aStep;
     bp += kNR;
   }
   const __m512 va = _mm512_set1_ps(alpha);

@@ -8,7 +8,16 @@
 
 namespace mhsa {
 
-enum class ScratchSlot { GemmPackA, GemmPackB, AttentionScores, Count };
+enum class ScratchSlot {
+  GemmPackA,
+  GemmPackB,
+  AttentionScores,
+  AttentionPackK,
+  AttentionPackV,
+  AttentionPackQ,
+  AttentionRow,
+  Count
+};
 
 // A buffer of at least n floats owned by the calling thread, valid until the
 // next scratchFloats() call on this thread with the same slot. 64-byte aligned,
