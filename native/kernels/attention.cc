@@ -1,6 +1,7 @@
 #include "attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "../runtime/thread_pool.h"
@@ -8,7 +9,7 @@
 #include "kernel_table.h"
 #include "scratch.h"
 
-// The tiled path computes, per tile of queries, the TRANSPOSED scores
+// The tiled path computes, per tile of queries and block of keys, the TRANSPOSED scores
 //   S^T (keys x queries) = K · Q^T
 // with K packed once per (batch, kv head) as the GEMM's A operand and the
 // query tile packed as B. Transposed, the softmax over keys runs down columns,
@@ -55,6 +56,11 @@ void zeroRows(float* out, int64_t rows, int64_t cols, int64_t rowStride, int64_t
 }
 
 // Queries [i0, i1) of head h (kv head g) in batch b, against packed K and V.
+// Keys are taken in blocks of kAttentionKeyBlock with an online softmax: a
+// running max and sum per query, the output accumulator rescaled only when a
+// block raises a query's max. So the scores buffer (block x R) stays in L2
+// whatever seqKV is. With returnWeights the whole key range is one block, so
+// the final normalization is known before the weights are written.
 void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV& kv, int64_t b, int64_t h,
                int64_t i0, int64_t i1) {
   const int64_t R = i1 - i0;
@@ -62,94 +68,135 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   const int64_t keys = std::max<int64_t>(0, visibleKeys(p, i1 - 1));
   float* oBase = p.out + b * p.outView.batchStride + h * p.outView.headStride + i0 * p.outView.seqStride;
   float* wRows = p.weights ? p.weights + ((b * p.heads + h) * p.seqQ + i0) * p.seqKV : nullptr;
-  if (keys == 0 || p.headDimV == 0) {
+  if (keys == 0) {
     zeroRows(oBase, R, p.headDimV, p.outView.seqStride, p.outView.dimStride);
     if (wRows) std::fill(wRows, wRows + R * p.seqKV, 0.0f);
-    if (keys == 0 || !wRows) return;
+    return;
   }
-
-  // S^T = scale * K · Q^T, keys x R, row stride R.
+  const int64_t dv = p.headDimV;
+  const int64_t block = wRows ? keys : kAttentionKeyBlock;
   const int64_t rPadded = roundUp(R, kt.nr);
   const int64_t keysPadded = roundUp(p.seqKV, kt.mr);
+  const int64_t dvPadded = roundUp(dv, kt.nr);
+
+  // The query tile as the B operand of S^T = K · Q^T, packed once per tile.
   float* qbuf = scratchFloats(ScratchSlot::AttentionPackQ, static_cast<size_t>(rPadded * std::max<int64_t>(p.headDim, 1)));
-  // mr floats of slack: a partial last sliver of queries reads past R on the last key.
-  float* s = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(keys * R + kt.mr));
   const StridedMatrix qB{p.q.data + b * p.q.batchStride + h * p.q.headStride + i0 * p.q.seqStride, p.q.dimStride,
                          p.q.seqStride};
+  for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC)
+    packB(qB, pc, std::min(kGemmKC, p.headDim - pc), 0, R, kt.nr, qbuf + rPadded * pc);
+
+  // mr floats of slack: a partial last sliver of queries reads past R on the last key.
+  float* s = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::min(block, keys) * R + kt.mr));
+  float* acc = scratchFloats(ScratchSlot::AttentionAcc, static_cast<size_t>(R * std::max<int64_t>(dv, 1)));
+  float state[5 * kAttentionQueryTile];
+  float* runMax = state;
+  float* runSum = state + R;
+  float* blockMax = state + 2 * R;
+  float* shift = state + 3 * R;
+  float* factor = state + 4 * R;
+  std::fill(runMax, runMax + R, kNegInf);
+  std::fill(runSum, runSum + R, 0.0f);
+
   GemmProblem sp{};
-  sp.m = keys;
   sp.n = R;
   sp.k = p.headDim;
   sp.alpha = p.scale;
   sp.out = s;
   sp.outRowStride = R;
   sp.outColStride = 1;
-  if (p.headDim == 0) std::fill(s, s + keys * R, 0.0f);
-  for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC) {
-    const int64_t kc = std::min(kGemmKC, p.headDim - pc);
-    packB(qB, pc, kc, 0, R, kt.nr, qbuf + rPadded * pc);
-    gemmMacroKernel(kt, sp, 0, keys, 0, 0, R, kc, kv.k + keysPadded * pc, kc, kt.mr, qbuf + rPadded * pc, kc,
-                    pc > 0);
-  }
-
-  // Masks: additive mask, padded keys, and the causal edge inside the tile.
-  if (p.mask) {
-    const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1];
-    for (int64_t r = 0; r < R; ++r) {
-      const float* m = mb + (i0 + r) * p.maskStride[2];
-      for (int64_t j = 0; j < keys; ++j) s[j * R + r] += m[j * p.maskStride[3]];
-    }
-  }
-  if (p.keyPadding) {
-    const uint8_t* pad = p.keyPadding + b * p.seqKV;
-    for (int64_t j = 0; j < keys; ++j)
-      if (pad[j]) std::fill(s + j * R, s + (j + 1) * R, kNegInf);
-  }
-  if (p.causal) {
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t j = std::max<int64_t>(0, visibleKeys(p, i0 + r)); j < keys; ++j) s[j * R + r] = kNegInf;
-  }
-
-  // Softmax down each column. A column whose keys are all blocked becomes zeros.
-  float colState[3 * kAttentionQueryTile];
-  float* mx = colState;
-  float* sum = colState + R;
-  float* f = colState + 2 * R;
-  std::fill(mx, mx + R, kNegInf);
-  kt.colMax(s, keys, R, R, mx);
-  for (int64_t r = 0; r < R; ++r) {
-    if (mx[r] == kNegInf) mx[r] = 0.0f;  // every entry is -inf: exp gives 0, the sum stays 0
-    sum[r] = 0.0f;
-  }
-  kt.expSubColumns(s, keys, R, R, mx, sum);
-  for (int64_t r = 0; r < R; ++r) f[r] = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
-  kt.scaleColumns(s, keys, R, R, f);
-
-  if (wRows) {
-    for (int64_t r = 0; r < R; ++r) {
-      float* w = wRows + r * p.seqKV;
-      for (int64_t j = 0; j < keys; ++j) w[j] = s[j * R + r];
-      std::fill(w + keys, w + p.seqKV, 0.0f);
-    }
-    if (p.headDimV == 0) return;
-  }
-
-  // O = P · V with P = (S^T)^T: for each key the tile's queries are
-  // contiguous, which is the micro-kernel's A layout already (step R per key).
-  const int64_t dvPadded = roundUp(p.headDimV, kt.nr);
   GemmProblem op{};
   op.m = R;
-  op.n = p.headDimV;
-  op.k = keys;
+  op.n = dv;
   op.alpha = 1.0f;
-  op.out = oBase;
-  op.outRowStride = p.outView.seqStride;
-  op.outColStride = p.outView.dimStride;
-  for (int64_t pc = 0; pc < keys; pc += kGemmKC) {
-    const int64_t kc = std::min(kGemmKC, keys - pc);
-    // V's block was packed for all seqKV keys; a causal tile may use fewer.
-    const int64_t vDepth = std::min(kGemmKC, p.seqKV - pc);
-    gemmMacroKernel(kt, op, 0, R, 0, 0, p.headDimV, kc, s + pc * R, 1, R, kv.v + dvPadded * pc, vDepth, pc > 0);
+  op.out = acc;
+  op.outRowStride = dv;
+  op.outColStride = 1;
+
+  bool started = false;  // whether acc holds anything yet (wholly padded blocks are skipped)
+  for (int64_t k0 = 0; k0 < keys; k0 += block) {
+    const int64_t kb = std::min(block, keys - k0);
+    if (p.keyPadding && !wRows) {
+      const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
+      if (std::all_of(pad, pad + kb, [](uint8_t x) { return x != 0; })) continue;  // nothing visible here
+    }
+    // S^T rows for keys [k0, k0+kb): K's slivers for them start at k0 (a multiple of mr).
+    sp.m = kb;
+    if (p.headDim == 0) std::fill(s, s + kb * R, 0.0f);
+    for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, p.headDim - pc);
+      gemmMacroKernel(kt, sp, 0, kb, 0, 0, R, kc, kv.k + keysPadded * pc + k0 * kc, kc, kt.mr, qbuf + rPadded * pc,
+                      kc, pc > 0);
+    }
+    if (p.mask) {
+      const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + k0 * p.maskStride[3];
+      for (int64_t r = 0; r < R; ++r) {
+        const float* m = mb + (i0 + r) * p.maskStride[2];
+        for (int64_t j = 0; j < kb; ++j) s[j * R + r] += m[j * p.maskStride[3]];
+      }
+    }
+    if (p.keyPadding) {
+      const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
+      for (int64_t j = 0; j < kb; ++j)
+        if (pad[j]) std::fill(s + j * R, s + (j + 1) * R, kNegInf);
+    }
+    if (p.causal) {
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = std::max<int64_t>(k0, visibleKeys(p, i0 + r)); j < k0 + kb; ++j) s[(j - k0) * R + r] = kNegInf;
+    }
+
+    // Online softmax update, down each column (one column per query).
+    std::fill(blockMax, blockMax + R, kNegInf);
+    kt.colMax(s, kb, R, R, blockMax);
+    bool rescale = false;
+    for (int64_t r = 0; r < R; ++r) {
+      const float m = std::max(runMax[r], blockMax[r]);
+      // Factor applied to what the accumulator holds so far: exp(old - new).
+      factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp(runMax[r] - m));
+      rescale |= started && factor[r] != 1.0f;
+      runMax[r] = m;
+      shift[r] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
+      runSum[r] *= factor[r];
+      blockMax[r] = 0.0f;  // reused as this block's sum
+    }
+    kt.expSubColumns(s, kb, R, R, shift, blockMax);
+    for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
+    if (rescale)
+      for (int64_t r = 0; r < R; ++r)
+        if (factor[r] != 1.0f) kt.scaleInPlace(acc + r * dv, dv, factor[r]);
+
+    // acc (+)= P · V for the block; P = (S^T)^T is already the micro-kernel's
+    // A layout (for each key, the tile's queries are contiguous: step R).
+    for (int64_t pc = k0; pc < k0 + kb; pc += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, k0 + kb - pc);
+      // V's block was packed for all seqKV keys; a causal tile may use fewer.
+      const int64_t vDepth = std::min(kGemmKC, p.seqKV - pc);
+      op.k = kc;
+      gemmMacroKernel(kt, op, 0, R, 0, 0, dv, kc, s + (pc - k0) * R, 1, R, kv.v + dvPadded * pc, vDepth,
+                      started || pc > k0);
+    }
+    started = true;
+  }
+  if (!started) std::fill(acc, acc + R * dv, 0.0f);
+
+  // Normalize: out = acc / sum (0 for a query that saw no key).
+  for (int64_t r = 0; r < R; ++r) factor[r] = runSum[r] > 0.0f ? 1.0f / runSum[r] : 0.0f;
+  for (int64_t r = 0; r < R; ++r) {
+    float* o = oBase + r * p.outView.seqStride;
+    const float* a = acc + r * dv;
+    const float f = factor[r];
+    if (p.outView.dimStride == 1) {
+      for (int64_t e = 0; e < dv; ++e) o[e] = a[e] * f;
+    } else {
+      for (int64_t e = 0; e < dv; ++e) o[e * p.outView.dimStride] = a[e] * f;
+    }
+  }
+  if (wRows) {  // one block: s holds exp(S - max) for every key
+    for (int64_t r = 0; r < R; ++r) {
+      float* w = wRows + r * p.seqKV;
+      for (int64_t j = 0; j < keys; ++j) w[j] = s[j * R + r] * factor[r];
+      std::fill(w + keys, w + p.seqKV, 0.0f);
+    }
   }
 }
 

@@ -33,6 +33,11 @@ struct AttentionProblem {
 // (AVX-512), 16 x 6 and 6 x 16 (AVX2), 24 x 4 and 6 x 16 (portable).
 constexpr int64_t kAttentionQueryTile = 96;
 
+// Keys per online-softmax block: the scores of a block (768 x 96 floats,
+// 288 KiB) stay in L2. A multiple of kGemmKC (V is packed in KC-key blocks)
+// and of every micro-kernel's MR (K is packed in MR-key slivers).
+constexpr int64_t kAttentionKeyBlock = 768;
+
 // Up to this many queries per head take the decode path: dot products and
 // axpys streaming K and V once, with no packing (a decode step is memory-bound).
 constexpr int64_t kAttentionDecodeMaxQueries = 4;

@@ -15,6 +15,7 @@ enum class ScratchSlot {
   AttentionPackK,
   AttentionPackV,
   AttentionPackQ,
+  AttentionAcc,
   AttentionRow,
   Count
 };
