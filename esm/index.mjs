@@ -14,5 +14,7 @@ export const {
   info,
   setNumThreads,
   getNumThreads,
+  loadSafetensors,
+  MultiHeadSelfAttention,
 } = mhsa;
 export default mhsa;

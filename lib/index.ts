@@ -16,3 +16,18 @@ export {
 } from './attention';
 export { layerNorm, layerNormAsync, type LayerNormOptions } from './layernorm';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';
+export {
+  loadSafetensors,
+  type LoadSafetensorsOptions,
+  type SafetensorsFile,
+  type SafetensorsFloatDtype,
+} from './safetensors';
+export {
+  MultiHeadSelfAttention,
+  type MultiHeadSelfAttentionConfig,
+  type MultiHeadSelfAttentionWeights,
+  type MultiHeadSelfAttentionForwardOptions,
+  type MultiHeadSelfAttentionWithWeights,
+  type MultiHeadSelfAttentionFromTorchOptions,
+  type StateDict,
+} from './block';

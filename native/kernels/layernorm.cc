@@ -19,10 +19,11 @@ void layerNormRow(const float* x, float* y, int64_t dim, const float* weight, co
     const double d = x[i] - mean;
     sq += d * d;
   }
-  const float inv = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(dim) + eps));
-  const float m = static_cast<float>(mean);
+  const double inv = 1.0 / std::sqrt(sq / static_cast<double>(dim) + eps);
   for (int64_t i = 0; i < dim; ++i) {
-    float v = (x[i] - m) * inv;
+    // Centered in double: a float mean would shift every output by up to half
+    // an ulp of the mean, which dominates when the mean is large.
+    float v = static_cast<float>((x[i] - mean) * inv);
     if (weight) v *= weight[i];
     if (bias) v += bias[i];
     y[i] = v;

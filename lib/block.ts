@@ -1,0 +1,790 @@
+/**
+ * The multi-head self-attention block of seed 004 (the ViT attention module),
+ * composed from the native ops: optional pre-LayerNorm → QKV projection →
+ * attention over heads → output projection. No math on tensor data runs in JS.
+ */
+import { attention, attentionAsync, type AttentionOptions } from './attention';
+import { broadcastsTo } from './broadcast';
+import { formatShape, rangeError, typeError } from './errors';
+import { layerNorm, layerNormAsync } from './layernorm';
+import { matmul, matmulAsync } from './matmul';
+import { checkOptions, optBoolean } from './options';
+import {
+  checkNoAlias,
+  checkShape,
+  checkTensor,
+  isDetached,
+  resultTensor,
+  type CheckedTensor,
+  type Tensor,
+  type TensorLike,
+} from './tensor';
+
+/** Weights of a {@link MultiHeadSelfAttention}, in PyTorch's `nn.Linear` layout [out, in]. */
+export interface MultiHeadSelfAttentionWeights {
+  /** The fused Q, K, V projection [3·inner, dim]: rows [0, inner) make q, then k, then v. */
+  qkvWeight: TensorLike;
+  /** Its bias [3·inner]. Default none. */
+  qkvBias?: TensorLike;
+  /** The output projection [dim, inner]. Required unless heads = 1 and dimHead = dim. */
+  outWeight?: TensorLike;
+  /** Its bias [dim]; needs outWeight. Default none. */
+  outBias?: TensorLike;
+}
+
+/** Construction parameters of a {@link MultiHeadSelfAttention}. */
+export interface MultiHeadSelfAttentionConfig {
+  /** Width of the input and output tokens. */
+  dim: number;
+  /** Number of attention heads. */
+  heads: number;
+  /** Width of one head. Default dim / heads (which must then divide evenly). inner = heads · dimHead. */
+  dimHead?: number;
+  /** The projection weights (kept by reference, not copied). */
+  weights: MultiHeadSelfAttentionWeights;
+  /** A LayerNorm over dim applied to the input first (seed 004's `norm`): weight [dim], optional bias [dim]. */
+  norm?: { weight: TensorLike; bias?: TensorLike };
+  /** The LayerNorm's epsilon. Default 1e-5. */
+  eps?: number;
+}
+
+/** Options of {@link MultiHeadSelfAttention.forward} and {@link MultiHeadSelfAttention.forwardAsync}. */
+export interface MultiHeadSelfAttentionForwardOptions {
+  /** Token i attends only tokens j ≤ i. Default false. */
+  causal?: boolean;
+  /** Additive float mask broadcastable to [batch, heads, tokens, tokens]; −Infinity blocks a key. */
+  mask?: TensorLike;
+  /**
+   * Keys to ignore: a Uint8Array of batch·tokens bytes (or `{ data, shape: [batch, tokens] }`),
+   * nonzero = ignore, as PyTorch's `key_padding_mask`.
+   */
+  keyPaddingMask?: Uint8Array | { data: Uint8Array; shape: readonly number[] };
+  /**
+   * Also return the attention probabilities averaged over heads,
+   * [batch, tokens, tokens] ([tokens, tokens] for a 2-D input), as PyTorch's
+   * `need_weights=True, average_attn_weights=True`. Default false.
+   */
+  returnWeights?: boolean;
+  /** Where to write the output (x's shape); must share no memory with x, the weights or the masks. */
+  out?: Tensor;
+}
+
+/** The result of a forward pass with `returnWeights: true`. */
+export interface MultiHeadSelfAttentionWithWeights {
+  output: Tensor;
+  /** Head-averaged attention probabilities, [batch, tokens, tokens] (or [tokens, tokens]). */
+  weights: Tensor;
+}
+
+/** Options of {@link MultiHeadSelfAttention.fromTorch}. */
+export interface MultiHeadSelfAttentionFromTorchOptions {
+  /** Number of heads (a state dict does not record it). */
+  heads: number;
+  /**
+   * Selects one layer's keys in a whole model's state dict, e.g.
+   * `'encoder.layers.3.self_attn'`; a `.` is appended unless it ends with one. Default ''.
+   */
+  prefix?: string;
+  /** The LayerNorm's epsilon (when the state dict has `norm.weight`). Default 1e-5. */
+  eps?: number;
+}
+
+/** A state dict: parameter name → tensor, as `torch.nn.Module.state_dict()` or {@link loadSafetensors} gives (an object or a Map). */
+export type StateDict = Readonly<Record<string, TensorLike>> | ReadonlyMap<string, TensorLike>;
+
+/** Scratch buffers of one forward pass, reused across calls. */
+interface Workspace {
+  rows: number;
+  buffer: Float32Array;
+}
+
+interface Prepared {
+  x: Tensor;
+  rows: number;
+  batch: number;
+  tokens: number;
+  twoD: boolean;
+  out: Tensor;
+  out3: Tensor;
+  attnOptions: AttentionOptions;
+  returnWeights: boolean;
+}
+
+const CLASS = 'MultiHeadSelfAttention';
+const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps'] as const;
+const WEIGHT_KEYS = ['qkvWeight', 'qkvBias', 'outWeight', 'outBias'] as const;
+const NORM_KEYS = ['weight', 'bias'] as const;
+const FORWARD_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out'] as const;
+const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps'] as const;
+
+/** Checks that value is a plain object whose defined keys are all known. */
+function checkObject(fn: string, arg: string, value: unknown, known: readonly string[]): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || ArrayBuffer.isView(value)) {
+    throw typeError(fn, arg, 'an object', value);
+  }
+  for (const key of Object.keys(value)) {
+    if ((value as Record<string, unknown>)[key] !== undefined && !known.includes(key)) {
+      throw new TypeError(`${fn}: unknown key "${key}" in ${arg}; expected one of ${known.join(', ')}`);
+    }
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A required positive integer field. */
+function positiveInteger(fn: string, arg: string, value: unknown): number {
+  if (typeof value !== 'number') throw typeError(fn, arg, 'a number', value);
+  if (!Number.isSafeInteger(value) || value < 1) throw rangeError(fn, `${arg} must be a positive integer, received ${value}`);
+  return value;
+}
+
+/** A tensor argument with an exact shape. */
+function shapedTensor(fn: string, arg: string, value: unknown, shape: readonly number[], what: string): CheckedTensor {
+  const t = checkTensor(fn, arg, value);
+  if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    throw rangeError(fn, `${arg} must have shape ${what} = ${formatShape(shape)}, received ${formatShape(t.shape)}`);
+  }
+  return t;
+}
+
+/** The LayerNorm epsilon: a finite float32 number ≥ 0, default 1e-5. */
+function checkEps(fn: string, arg: string, value: unknown): number {
+  if (value === undefined) return 1e-5;
+  if (typeof value !== 'number') throw typeError(fn, arg, 'a number', value);
+  if (!(value >= 0) || !Number.isFinite(Math.fround(value))) {
+    throw rangeError(fn, `${arg} must be a finite number >= 0, received ${value}`);
+  }
+  return value;
+}
+
+/** Prefixes an inner op's error with the block method that called it. */
+function rename(e: unknown, fn: string): unknown {
+  if (e instanceof Error && !e.message.startsWith(`${fn}: `)) e.message = `${fn}: ${e.message}`;
+  return e;
+}
+
+/**
+ * Multi-head self-attention with its projections, the block of seed 004 (the
+ * Vision Transformer's attention module) and of `torch.nn.MultiheadAttention`
+ * used as self-attention:
+ *
+ *     y = LayerNorm(x)                          (optional)
+ *     q, k, v = y·Wqᵀ + bq, y·Wkᵀ + bk, y·Wvᵀ + bv   (rows of the fused [3·inner, dim] weight)
+ *     o = softmax(q·kᵀ / √dimHead + mask) · v   per head
+ *     out = o·Woᵀ + bo                          (none when heads = 1 and dimHead = dim, unless Wo is given)
+ *
+ * Every step runs natively: the projections are `matmul`s with `transposeB`
+ * on the PyTorch-layout weights (the q, k and v weights are zero-copy row
+ * slices of the fused weight; biases are added through matmul's `c`), the
+ * head split and merge are the `heads` option of `attention` on the packed
+ * [batch, tokens, heads·dimHead] projections (no permute copies). The scratch
+ * buffers (normalized input, q, k, v, merged heads) live in a workspace that
+ * is reused across calls, so a call allocates only its output (nothing with
+ * `out`). Weights are kept by reference: do not modify them while the block is
+ * in use.
+ *
+ * @example
+ * import { MultiHeadSelfAttention, tensor } from 'mhsa';
+ * const dim = 64, heads = 4;
+ * const block = new MultiHeadSelfAttention({
+ *   dim, heads,
+ *   weights: {
+ *     qkvWeight: tensor(new Float32Array(3 * dim * dim).fill(0.01), [3 * dim, dim]),
+ *     outWeight: tensor(new Float32Array(dim * dim).fill(0.01), [dim, dim]),
+ *   },
+ * });
+ * const y = block.forward(tensor(new Float32Array(2 * 10 * dim).fill(1), [2, 10, dim])); // shape [2, 10, 64]
+ */
+export class MultiHeadSelfAttention {
+  /** Width of the input and output tokens. */
+  readonly dim: number;
+  /** Number of heads. */
+  readonly heads: number;
+  /** Width of one head. */
+  readonly dimHead: number;
+  /** heads · dimHead: the width of q, k and v. */
+  readonly innerDim: number;
+  /** The LayerNorm's epsilon (used only when {@link hasNorm}). */
+  readonly eps: number;
+  /** True when a LayerNorm is applied to the input first. */
+  readonly hasNorm: boolean;
+  /** True when the output projection is applied (false only for seed 004's identity case). */
+  readonly projectOut: boolean;
+
+  private readonly wq: Tensor;
+  private readonly wk: Tensor;
+  private readonly wv: Tensor;
+  private readonly bq?: Tensor;
+  private readonly bk?: Tensor;
+  private readonly bv?: Tensor;
+  private readonly wo?: Tensor;
+  private readonly bo?: Tensor;
+  private readonly normWeight?: Tensor;
+  private readonly normBias?: Tensor;
+  /** Every weight buffer, for the `out` aliasing check. */
+  private readonly weightViews: Array<[string, Float32Array]> = [];
+  /** [1, heads] of 1s: the head average is one matmul with it (alpha = 1/heads). */
+  private readonly onesHeads: Tensor;
+  /** Idle workspaces; a call takes one (or makes one) and gives it back, so concurrent async calls never share. */
+  private readonly pool: Workspace[] = [];
+
+  /**
+   * Builds the block from weights in PyTorch layout. Nothing is copied: the
+   * q, k and v weights are views of rows of `qkvWeight`.
+   *
+   * @example
+   * const dim = 32;
+   * const block = new MultiHeadSelfAttention({
+   *   dim, heads: 1, dimHead: dim,                 // identity rule: no output projection
+   *   weights: { qkvWeight: tensor(new Float32Array(3 * dim * dim), [3 * dim, dim]) },
+   *   norm: { weight: tensor(new Float32Array(dim).fill(1), [dim]) },
+   * });
+   * block.projectOut; // false
+   * @throws TypeError for a wrong kind of argument (a non-tensor weight, an unknown key),
+   *   RangeError for a missing or mis-shaped weight or an invalid dim, naming it.
+   */
+  constructor(config: MultiHeadSelfAttentionConfig) {
+    const fn = CLASS;
+    const c = checkObject(fn, 'config', config, CONFIG_KEYS);
+    this.dim = positiveInteger(fn, 'config.dim', c.dim);
+    this.heads = positiveInteger(fn, 'config.heads', c.heads);
+    if (c.dimHead === undefined) {
+      if (this.dim % this.heads !== 0) {
+        throw rangeError(fn, `config.dimHead is required when config.heads = ${this.heads} does not divide config.dim = ${this.dim}`);
+      }
+      this.dimHead = this.dim / this.heads;
+    } else {
+      this.dimHead = positiveInteger(fn, 'config.dimHead', c.dimHead);
+    }
+    this.innerDim = this.heads * this.dimHead;
+    this.eps = checkEps(fn, 'config.eps', c.eps);
+
+    const dim = this.dim;
+    const inner = this.innerDim;
+    const w = checkObject(fn, 'config.weights', c.weights, WEIGHT_KEYS);
+    if (w.qkvWeight === undefined) throw rangeError(fn, 'config.weights.qkvWeight ([3·inner, dim]) is required, received undefined');
+    const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [3 * inner, dim], '[3·heads·dimHead, dim]');
+    const slice = (t: CheckedTensor, i: number, n: number, shape: number[]): Tensor => ({
+      data: t.data.subarray(i * n, (i + 1) * n),
+      shape,
+    });
+    this.wq = slice(qkv, 0, inner * dim, [inner, dim]);
+    this.wk = slice(qkv, 1, inner * dim, [inner, dim]);
+    this.wv = slice(qkv, 2, inner * dim, [inner, dim]);
+    this.weightViews.push(['config.weights.qkvWeight', qkv.data]);
+    if (w.qkvBias !== undefined) {
+      const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [3 * inner], '[3·heads·dimHead]');
+      this.bq = slice(b, 0, inner, [inner]);
+      this.bk = slice(b, 1, inner, [inner]);
+      this.bv = slice(b, 2, inner, [inner]);
+      this.weightViews.push(['config.weights.qkvBias', b.data]);
+    }
+
+    const identity = this.heads === 1 && this.dimHead === dim;
+    if (w.outWeight !== undefined) {
+      const wo = shapedTensor(fn, 'config.weights.outWeight', w.outWeight, [dim, inner], '[dim, heads·dimHead]');
+      this.wo = { data: wo.data, shape: wo.shape };
+      this.weightViews.push(['config.weights.outWeight', wo.data]);
+    } else if (!identity) {
+      throw rangeError(
+        fn,
+        `config.weights.outWeight ([dim, heads·dimHead] = ${formatShape([dim, inner])}) is required ` +
+          `unless heads = 1 and dimHead = dim, received undefined`,
+      );
+    }
+    if (w.outBias !== undefined) {
+      if (!this.wo) throw rangeError(fn, 'config.weights.outBias needs config.weights.outWeight, received outBias without outWeight');
+      const bo = shapedTensor(fn, 'config.weights.outBias', w.outBias, [dim], '[dim]');
+      this.bo = { data: bo.data, shape: bo.shape };
+      this.weightViews.push(['config.weights.outBias', bo.data]);
+    }
+    this.projectOut = this.wo !== undefined;
+
+    if (c.norm !== undefined) {
+      const n = checkObject(fn, 'config.norm', c.norm, NORM_KEYS);
+      if (n.weight === undefined) throw rangeError(fn, 'config.norm.weight ([dim]) is required with config.norm, received undefined');
+      const nw = shapedTensor(fn, 'config.norm.weight', n.weight, [dim], '[dim]');
+      this.normWeight = { data: nw.data, shape: nw.shape };
+      this.weightViews.push(['config.norm.weight', nw.data]);
+      if (n.bias !== undefined) {
+        const nb = shapedTensor(fn, 'config.norm.bias', n.bias, [dim], '[dim]');
+        this.normBias = { data: nb.data, shape: nb.shape };
+        this.weightViews.push(['config.norm.bias', nb.data]);
+      }
+    }
+    this.hasNorm = this.normWeight !== undefined;
+    this.onesHeads = { data: new Float32Array(this.heads).fill(1), shape: [1, this.heads] };
+  }
+
+  /**
+   * Builds the block from a PyTorch state dict (an object or a Map of tensors,
+   * such as {@link loadSafetensors}`(file).tensors`). Recognized names, after `prefix`:
+   *
+   * - `torch.nn.MultiheadAttention`: `in_proj_weight`, `in_proj_bias`,
+   *   `out_proj.weight`, `out_proj.bias` (or `q_proj_weight`, `k_proj_weight`,
+   *   `v_proj_weight` when PyTorch stored them separately).
+   * - seed 004's ViT `Attention`: `norm.weight`, `norm.bias`, `to_qkv.weight`
+   *   (and `to_qkv.bias` if present), `to_out.0.weight`, `to_out.0.bias`.
+   * - Hugging Face separate projections: `query`/`key`/`value` (also under
+   *   `self.` or `attention.`, as BERT and ViT name them) or
+   *   `q_proj`/`k_proj`/`v_proj`, each with `.weight` and optional `.bias` (a
+   *   missing bias, like Whisper's k_proj, counts as zeros); the output as
+   *   `out_proj`, `o_proj` or `output.dense`. The three are concatenated once
+   *   into the fused weight. Only the attention itself is built: a residual or
+   *   a post-LayerNorm such as BERT's `output.LayerNorm` is not applied.
+   *
+   * Unknown keys are ignored. dim and dimHead are read from the weights'
+   * shapes. The F32 tensors are used by reference (not copied).
+   *
+   * @example
+   * import { loadSafetensors, MultiHeadSelfAttention } from 'mhsa';
+   * const { tensors } = loadSafetensors('vit.safetensors');
+   * const block = MultiHeadSelfAttention.fromTorch(tensors, { heads: 12, prefix: 'transformer.layers.0.0' });
+   * const y = block.forward(x); // x: [batch, 197, 768]
+   * @throws TypeError for a wrong kind of argument, RangeError for missing, ambiguous or
+   *   mis-shaped weights, naming the state-dict key.
+   */
+  static fromTorch(stateDict: StateDict, options: MultiHeadSelfAttentionFromTorchOptions): MultiHeadSelfAttention {
+    const fn = `${CLASS}.fromTorch`;
+    if (typeof stateDict !== 'object' || stateDict === null || Array.isArray(stateDict) || ArrayBuffer.isView(stateDict)) {
+      throw typeError(fn, 'stateDict', 'an object of tensors', stateDict);
+    }
+    if (options === undefined) throw rangeError(fn, 'options.heads is required, received no options');
+    const opts = checkOptions<MultiHeadSelfAttentionFromTorchOptions>(fn, options, FROM_TORCH_KEYS);
+    const heads = positiveInteger(fn, 'options.heads', opts.heads);
+    let prefix = '';
+    if (opts.prefix !== undefined) {
+      if (typeof opts.prefix !== 'string') throw typeError(fn, 'options.prefix', 'a string', opts.prefix);
+      prefix = opts.prefix === '' || opts.prefix.endsWith('.') ? opts.prefix : `${opts.prefix}.`;
+    }
+    const eps = checkEps(fn, 'options.eps', opts.eps);
+
+    const sd: Record<string, unknown> = stateDict instanceof Map ? Object.fromEntries(stateDict) : (stateDict as Record<string, unknown>);
+    const raw = (name: string): unknown =>
+      Object.prototype.hasOwnProperty.call(sd, prefix + name) ? sd[prefix + name] : undefined;
+    const has = (name: string): boolean => raw(name) !== undefined;
+    const get = (name: string): CheckedTensor | undefined => {
+      const v = raw(name);
+      return v === undefined ? undefined : checkTensor(fn, `stateDict["${prefix + name}"]`, v);
+    };
+    const key = (name: string) => `stateDict["${prefix + name}"]`;
+    const need = (name: string, what: string): CheckedTensor => {
+      const t = get(name);
+      if (!t) throw rangeError(fn, `${key(name)} (${what}) is missing`);
+      return t;
+    };
+    const expectShape = (name: string, t: CheckedTensor, shape: number[], what: string): void => {
+      if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+        throw rangeError(fn, `${key(name)} must have shape ${what} = ${formatShape(shape)}, received ${formatShape(t.shape)}`);
+      }
+    };
+    const matrix = (name: string, t: Tensor): [number, number] => {
+      if (t.shape.length !== 2) throw rangeError(fn, `${key(name)} must be a 2-D [out, in] weight, received shape ${formatShape(t.shape)}`);
+      return [t.shape[0], t.shape[1]];
+    };
+
+    // Which naming scheme: exactly one must be present under the prefix.
+    const HF_TRIPLES = [
+      ['query', 'key', 'value'],
+      ['self.query', 'self.key', 'self.value'],
+      ['attention.query', 'attention.key', 'attention.value'],
+      ['q_proj', 'k_proj', 'v_proj'],
+    ];
+    const found: string[] = [];
+    if (has('in_proj_weight') || has('q_proj_weight')) found.push('torch');
+    if (has('to_qkv.weight')) found.push('vit');
+    const triples = HF_TRIPLES.filter((t) => t.some((n) => has(`${n}.weight`)));
+    if (triples.length > 0) found.push('hf');
+    const describeScheme = (s: string) =>
+      s === 'torch'
+        ? `${prefix}${has('in_proj_weight') ? 'in_proj_weight' : 'q_proj_weight'}`
+        : s === 'vit'
+          ? `${prefix}to_qkv.weight`
+          : triples.map((t) => `${prefix}${t[0]}.weight`).join(', ');
+    if (found.length === 0 || triples.length > 1) {
+      if (triples.length > 1) {
+        throw rangeError(fn, `ambiguous state dict: found ${describeScheme('hf')}; choose one with options.prefix`);
+      }
+      throw rangeError(fn, `no attention weights under prefix ${JSON.stringify(prefix)}: expected in_proj_weight ` +
+        `(torch.nn.MultiheadAttention), to_qkv.weight (ViT) or query/key/value.weight, q_proj/k_proj/v_proj.weight ` +
+        `(Hugging Face)${suggestPrefixes(Object.keys(sd))}`);
+    }
+    if (found.length > 1) {
+      throw rangeError(fn, `ambiguous state dict: found ${found.map(describeScheme).join(' and ')}; choose one with options.prefix`);
+    }
+    const scheme = found[0];
+
+    let qkvWeight: Tensor;
+    let qkvBias: Tensor | undefined;
+    let qkvName: string;
+    let outNames: string[];
+    let outRequired: boolean;
+    let norm: { weight: Tensor; bias?: Tensor } | undefined;
+
+    if (scheme === 'torch' || scheme === 'hf') {
+      if (scheme === 'torch') {
+        for (const n of ['bias_k', 'bias_v']) {
+          if (has(n)) throw rangeError(fn, `${key(n)} is present: add_bias_kv is not supported`);
+        }
+      }
+      let names: string[];
+      if (scheme === 'torch' && has('in_proj_weight')) {
+        names = [];
+        qkvName = 'in_proj_weight';
+        qkvWeight = need('in_proj_weight', '[3·embed_dim, embed_dim]');
+        const [rows] = matrix(qkvName, qkvWeight);
+        if (rows % 3 !== 0) throw rangeError(fn, `${key(qkvName)}.shape[0] must be a multiple of 3 (q, k, v), received ${rows}`);
+      } else {
+        names = scheme === 'torch' ? ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'] : triples[0].map((n) => `${n}.weight`);
+        qkvName = names[0];
+        const parts = names.map((n) => need(n, 'a [inner, dim] projection weight'));
+        const [inner, dim] = matrix(names[0], parts[0]);
+        parts.forEach((t, i) => expectShape(names[i], t, [inner, dim], `${key(names[0])}'s shape`));
+        const fused = new Float32Array(3 * inner * dim);
+        parts.forEach((t, i) => fused.set(t.data, i * inner * dim));
+        qkvWeight = { data: fused, shape: [3 * inner, dim] };
+      }
+      const inner = qkvWeight.shape[0] / 3;
+      if (scheme === 'torch') {
+        const b = get('in_proj_bias');
+        if (b) {
+          expectShape('in_proj_bias', b, [3 * inner], '[3·embed_dim]');
+          qkvBias = b;
+        }
+        outNames = ['out_proj'];
+        outRequired = true;
+      } else {
+        const biasNames = triples[0].map((n) => `${n}.bias`);
+        const biases = biasNames.map((n) => get(n));
+        if (biases.some((b) => b)) {
+          const fused = new Float32Array(3 * inner);
+          biases.forEach((b, i) => {
+            if (!b) return; // absent: zeros
+            expectShape(biasNames[i], b, [inner], '[inner]');
+            fused.set(b.data, i * inner);
+          });
+          qkvBias = { data: fused, shape: [3 * inner] };
+        }
+        outNames = ['out_proj', 'o_proj', 'output.dense'];
+        outRequired = false;
+      }
+    } else {
+      qkvName = 'to_qkv.weight';
+      qkvWeight = need(qkvName, '[3·inner, dim]');
+      const [rows] = matrix(qkvName, qkvWeight);
+      if (rows % 3 !== 0) throw rangeError(fn, `${key(qkvName)}.shape[0] must be a multiple of 3 (q, k, v), received ${rows}`);
+      const b = get('to_qkv.bias');
+      if (b) {
+        expectShape('to_qkv.bias', b, [rows], '[3·inner]');
+        qkvBias = b;
+      }
+      outNames = ['to_out.0'];
+      outRequired = false;
+      const nw = get('norm.weight');
+      const nb = get('norm.bias');
+      const dim = qkvWeight.shape[1];
+      if (nb && !nw) throw rangeError(fn, `${key('norm.bias')} is present but ${key('norm.weight')} is missing`);
+      if (nw) {
+        expectShape('norm.weight', nw, [dim], '[dim]');
+        if (nb) expectShape('norm.bias', nb, [dim], '[dim]');
+        norm = nb ? { weight: nw, bias: nb } : { weight: nw };
+      }
+    }
+
+    const [rows, dim] = matrix(qkvName, qkvWeight);
+    const inner = rows / 3;
+    if (inner % heads !== 0) {
+      throw rangeError(fn, `options.heads = ${heads} must divide the projection width ${inner} (${key(qkvName)}.shape[0] / 3)`);
+    }
+    const dimHead = inner / heads;
+
+    const outFound = outNames.filter((n) => has(`${n}.weight`));
+    if (outFound.length > 1) {
+      throw rangeError(fn, `ambiguous output projection: found ${outFound.map((n) => key(`${n}.weight`)).join(' and ')}`);
+    }
+    let outWeight: Tensor | undefined;
+    let outBias: Tensor | undefined;
+    if (outFound.length === 1) {
+      const n = outFound[0];
+      const ow = need(`${n}.weight`, '[dim, inner]');
+      expectShape(`${n}.weight`, ow, [dim, inner], '[dim, inner]');
+      outWeight = ow;
+      const ob = get(`${n}.bias`);
+      if (ob) {
+        expectShape(`${n}.bias`, ob, [dim], '[dim]');
+        outBias = ob;
+      }
+    } else {
+      const stray = outNames.find((n) => has(`${n}.bias`));
+      if (stray) throw rangeError(fn, `${key(`${stray}.bias`)} is present but ${key(`${stray}.weight`)} is missing`);
+      if (outRequired || !(heads === 1 && dimHead === dim)) {
+        throw rangeError(
+          fn,
+          `${outNames.map((n) => key(`${n}.weight`)).join(' or ')} (the output projection [dim, inner] = ` +
+            `${formatShape([dim, inner])}) is missing`,
+        );
+      }
+    }
+
+    return new MultiHeadSelfAttention({
+      dim,
+      heads,
+      dimHead,
+      weights: { qkvWeight, qkvBias, outWeight, outBias },
+      norm,
+      eps,
+    });
+  }
+
+  /**
+   * Runs the block on x [batch, tokens, dim] (or [tokens, dim]) and returns
+   * [batch, tokens, dim] (x's shape), or `{ output, weights }` with
+   * `returnWeights: true`. Allocates only the result (nothing but the weights
+   * with `out`); the intermediate buffers are a workspace reused across calls.
+   *
+   * @example
+   * const x = tensor(new Float32Array(2 * 10 * block.dim).fill(0.5), [2, 10, block.dim]);
+   * const y = block.forward(x);                                  // [2, 10, dim]
+   * const { output, weights } = block.forward(x, { causal: true, returnWeights: true });
+   * weights.shape;                                                // [2, 10, 10], averaged over heads
+   * block.forward(x, { keyPaddingMask: new Uint8Array(20), out: y }); // into an existing buffer
+   * @throws TypeError for a wrong kind of argument, RangeError for mismatched shapes or invalid values.
+   */
+  forward(x: TensorLike, options: MultiHeadSelfAttentionForwardOptions & { returnWeights: true }): MultiHeadSelfAttentionWithWeights;
+  forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions & { returnWeights?: false }): Tensor;
+  forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights;
+  forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights {
+    const fn = `${CLASS}.forward`;
+    const p = this.prepare(fn, x, options);
+    const ws = this.acquire(p.rows);
+    try {
+      const [xn, q, k, v, o] = this.views(ws, p);
+      const a = xn ? layerNorm(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
+      matmul(a, this.wq, { transposeB: true, c: this.bq, out: q });
+      matmul(a, this.wk, { transposeB: true, c: this.bk, out: k });
+      matmul(a, this.wv, { transposeB: true, c: this.bv, out: v });
+      const attnOpts = { ...p.attnOptions, out: o ?? p.out3 };
+      let perHead: Tensor | undefined;
+      if (p.returnWeights) perHead = attention(q, k, v, { ...attnOpts, returnWeights: true }).weights;
+      else attention(q, k, v, attnOpts);
+      if (o) matmul(o, this.wo!, { transposeB: true, c: this.bo, out: p.out3 });
+      if (!perHead) return p.out;
+      return { output: p.out, weights: this.averageHeads(perHead, p, (a2, b2, opts) => matmul(a2, b2, opts)) };
+    } catch (e) {
+      throw rename(e, fn);
+    } finally {
+      this.release(ws);
+    }
+  }
+
+  /**
+   * {@link forward} computed off the JS thread (each op runs on the package's
+   * native dispatcher). Concurrent calls on one block are safe: each uses its
+   * own workspace. Do not modify x, the masks or `out` until the promise
+   * settles. Invalid arguments reject the promise; nothing throws synchronously.
+   *
+   * @example
+   * const y = await block.forwardAsync(x);
+   * const [a, b] = await Promise.all([block.forwardAsync(x1), block.forwardAsync(x2)]);
+   * const { weights } = await block.forwardAsync(x, { returnWeights: true });
+   */
+  forwardAsync(
+    x: TensorLike,
+    options: MultiHeadSelfAttentionForwardOptions & { returnWeights: true },
+  ): Promise<MultiHeadSelfAttentionWithWeights>;
+  forwardAsync(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions & { returnWeights?: false }): Promise<Tensor>;
+  forwardAsync(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Promise<Tensor | MultiHeadSelfAttentionWithWeights>;
+  async forwardAsync(
+    x: TensorLike,
+    options?: MultiHeadSelfAttentionForwardOptions,
+  ): Promise<Tensor | MultiHeadSelfAttentionWithWeights> {
+    const fn = `${CLASS}.forwardAsync`;
+    const p = this.prepare(fn, x, options); // throws inside the async function: a rejection
+    const ws = this.acquire(p.rows);
+    try {
+      const [xn, q, k, v, o] = this.views(ws, p);
+      const a = xn ? await layerNormAsync(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
+      // Settle all three before going on (or giving the workspace back), even if one fails.
+      const projections = await Promise.allSettled([
+        matmulAsync(a, this.wq, { transposeB: true, c: this.bq, out: q }),
+        matmulAsync(a, this.wk, { transposeB: true, c: this.bk, out: k }),
+        matmulAsync(a, this.wv, { transposeB: true, c: this.bv, out: v }),
+      ]);
+      for (const r of projections) if (r.status === 'rejected') throw r.reason;
+      const attnOpts = { ...p.attnOptions, out: o ?? p.out3 };
+      let perHead: Tensor | undefined;
+      if (p.returnWeights) perHead = (await attentionAsync(q, k, v, { ...attnOpts, returnWeights: true })).weights;
+      else await attentionAsync(q, k, v, attnOpts);
+      if (o) await matmulAsync(o, this.wo!, { transposeB: true, c: this.bo, out: p.out3 });
+      if (!perHead) return p.out;
+      let averaged: Promise<Tensor> | undefined;
+      const weights = this.averageHeads(perHead, p, (a2, b2, opts) => {
+        averaged = matmulAsync(a2, b2, opts);
+        return opts.out;
+      });
+      if (averaged) await averaged;
+      return { output: p.out, weights };
+    } catch (e) {
+      throw rename(e, fn);
+    } finally {
+      this.release(ws);
+    }
+  }
+
+  /** Validates x and the options; allocates (or checks) the output. */
+  private prepare(fn: string, x: TensorLike, options: MultiHeadSelfAttentionForwardOptions | undefined): Prepared {
+    const opts = checkOptions<MultiHeadSelfAttentionForwardOptions>(fn, options, FORWARD_KEYS);
+    const tx = checkTensor(fn, 'x', x);
+    const rank = tx.shape.length;
+    if (rank !== 2 && rank !== 3) {
+      throw rangeError(fn, `x must be [batch, tokens, dim] or [tokens, dim], received shape ${formatShape(tx.shape)}`);
+    }
+    if (tx.shape[rank - 1] !== this.dim) {
+      throw rangeError(fn, `x.shape[${rank - 1}] (dim) must equal the block's dim = ${this.dim}, received ${tx.shape[rank - 1]}`);
+    }
+    const twoD = rank === 2;
+    const batch = twoD ? 1 : tx.shape[0];
+    const tokens = tx.shape[rank - 2];
+    const causal = optBoolean(fn, 'causal', opts.causal, false);
+    const returnWeights = optBoolean(fn, 'returnWeights', opts.returnWeights, false);
+    const full = [batch, this.heads, tokens, tokens];
+
+    let mask: CheckedTensor | undefined;
+    if (opts.mask !== undefined) {
+      mask = checkTensor(fn, 'options.mask', opts.mask);
+      if (!broadcastsTo(mask.shape, full)) {
+        throw rangeError(
+          fn,
+          `options.mask.shape ${formatShape(mask.shape)} must broadcast to [batch, heads, tokens, tokens] = ${formatShape(full)}`,
+        );
+      }
+    }
+    let pad: Uint8Array | undefined;
+    const kpm = opts.keyPaddingMask as unknown;
+    if (kpm !== undefined) {
+      let shape: number[] | undefined;
+      if (kpm instanceof Uint8Array) {
+        pad = kpm;
+      } else if (typeof kpm === 'object' && kpm !== null && (kpm as { data?: unknown }).data instanceof Uint8Array) {
+        pad = (kpm as { data: Uint8Array }).data;
+        shape = checkShape(fn, 'options.keyPaddingMask.shape', (kpm as { shape?: unknown }).shape);
+      } else {
+        throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·tokens bytes', kpm);
+      }
+      if (isDetached(pad)) throw new TypeError(`${fn}: options.keyPaddingMask is backed by a detached ArrayBuffer`);
+      if (shape) {
+        const ok = twoD
+          ? (shape.length === 1 && shape[0] === tokens) || (shape.length === 2 && shape[0] === 1 && shape[1] === tokens)
+          : shape.length === 2 && shape[0] === batch && shape[1] === tokens;
+        if (!ok) {
+          throw rangeError(
+            fn,
+            `options.keyPaddingMask.shape must be ${twoD ? `[tokens] = [${tokens}]` : `[batch, tokens] = ${formatShape([batch, tokens])}`}, ` +
+              `received ${formatShape(shape)}`,
+          );
+        }
+      }
+      if (pad.length !== batch * tokens) {
+        throw rangeError(fn, `options.keyPaddingMask.length must be batch·tokens = ${batch * tokens}, received ${pad.length}`);
+      }
+    }
+
+    const out = resultTensor(fn, opts.out, tx.shape);
+    checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
+    for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, `the weight ${name}`, data);
+    checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
+    checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
+
+    const attnOptions: AttentionOptions = { heads: this.heads, causal };
+    if (mask) attnOptions.mask = mask;
+    if (pad) attnOptions.keyPaddingMask = pad;
+    return {
+      x: { data: tx.data, shape: [batch, tokens, this.dim] },
+      rows: batch * tokens,
+      batch,
+      tokens,
+      twoD,
+      out,
+      out3: { data: out.data, shape: [batch, tokens, this.dim] },
+      attnOptions,
+      returnWeights,
+    };
+  }
+
+  /** Head-averaged weights [batch, tokens, tokens]: (1/H)·ones[1, H] · W viewed as [batch, H, tokens²]. */
+  private averageHeads(
+    perHead: Tensor,
+    p: Prepared,
+    mm: (a: Tensor, b: Tensor, opts: { alpha: number; out: Tensor }) => Tensor,
+  ): Tensor {
+    const T = p.tokens;
+    const shape = p.twoD ? [T, T] : [p.batch, T, T];
+    if (this.heads === 1) return { data: perHead.data, shape };
+    const data = new Float32Array(p.batch * T * T);
+    mm(this.onesHeads, { data: perHead.data, shape: [p.batch, this.heads, T * T] }, {
+      alpha: 1 / this.heads,
+      out: { data, shape: [p.batch, 1, T * T] },
+    });
+    return { data, shape };
+  }
+
+  /** A workspace with room for `rows` token rows: an idle one, grown if needed, or a new one. */
+  private acquire(rows: number): Workspace {
+    const ws = this.pool.pop() ?? { rows: 0, buffer: new Float32Array(0) };
+    if (ws.rows < rows) {
+      ws.buffer = new Float32Array(rows * this.rowFloats());
+      ws.rows = rows;
+    }
+    return ws;
+  }
+
+  private release(ws: Workspace): void {
+    this.pool.push(ws);
+  }
+
+  /** Floats per token row: the normalized input (with norm), q, k, v, and the merged heads (with projection). */
+  private rowFloats(): number {
+    return (this.hasNorm ? this.dim : 0) + (this.projectOut ? 4 : 3) * this.innerDim;
+  }
+
+  /** Views of a workspace for this call: [xn?, q, k, v, o?] as [batch, tokens, ·] tensors. */
+  private views(ws: Workspace, p: Prepared): [Tensor | undefined, Tensor, Tensor, Tensor, Tensor | undefined] {
+    // Region i starts at (sum of the widths before it) · capacity rows; a call uses the first p.rows rows of each.
+    const base = ws.rows;
+    let at = 0;
+    const region = (width: number): Tensor => {
+      const t = { data: ws.buffer.subarray(at * base, at * base + p.rows * width), shape: [p.batch, p.tokens, width] };
+      at += width;
+      return t;
+    };
+    const xn = this.hasNorm ? region(this.dim) : undefined;
+    const q = region(this.innerDim);
+    const k = region(this.innerDim);
+    const v = region(this.innerDim);
+    const o = this.projectOut ? region(this.innerDim) : undefined;
+    return [xn, q, k, v, o];
+  }
+
+  /** A short description, e.g. `MultiHeadSelfAttention(dim=768, heads=12, dimHead=64, norm, out)`. */
+  toString(): string {
+    return `${CLASS}(dim=${this.dim}, heads=${this.heads}, dimHead=${this.dimHead}` +
+      `${this.hasNorm ? ', norm' : ''}${this.projectOut ? ', out' : ''})`;
+  }
+}
+
+/** For an error message: prefixes under which some key names a known QKV weight. */
+function suggestPrefixes(keys: string[]): string {
+  const endings = ['in_proj_weight', 'to_qkv.weight', 'query.weight', 'q_proj.weight'];
+  const prefixes = new Set<string>();
+  for (const k of keys) {
+    for (const e of endings) {
+      if (k.endsWith(e) && (k.length === e.length || k[k.length - e.length - 1] === '.')) {
+        let p = k.slice(0, k.length - e.length);
+        if (e === 'query.weight' && (p.endsWith('self.') || p.endsWith('attention.'))) p = p.slice(0, p.lastIndexOf('.', p.length - 2) + 1);
+        prefixes.add(p);
+      }
+    }
+  }
+  if (prefixes.size === 0) return '';
+  const list = [...prefixes].slice(0, 5).map((p) => JSON.stringify(p)).join(', ');
+  return `; keys found under ${list}${prefixes.size > 5 ? ', …' : ''} (pass one as options.prefix)`;
+}
