@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "../runtime/thread_pool.h"
 #include "gemm.h"
@@ -200,45 +201,99 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   }
 }
 
-// The decode path: each query row streams its head's K and V once.
-void decodeRow(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t h, int64_t i) {
+// The decode path: each query row streams its head's K and V once, with no
+// packing. Keys [j0, j1) of row i give a partial result: the max m of their
+// logits, the sum of exp(logit - m), and acc = sum exp(logit - m) * v. Partials
+// of disjoint key ranges merge exactly, so one row can be split across
+// threads. With weights, the unnormalized exps are written to wRow[j0..j1).
+// state: [m, sum, acc[headDimV]].
+void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t h, int64_t i, int64_t j0,
+                   int64_t j1, float* state, float* wRow) {
   const int64_t g = h / (p.heads / p.kvHeads);
-  const int64_t lim = std::max<int64_t>(0, visibleKeys(p, i));
-  float* row = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::max<int64_t>(p.seqKV, 1)));
-  float* acc = scratchFloats(ScratchSlot::AttentionRow, static_cast<size_t>(p.headDim + p.headDimV + 1));
-  float* q = acc + p.headDimV;
+  const int64_t n = std::max<int64_t>(0, j1 - j0);
+  float* row = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::max<int64_t>(n, 1)));
+  float* q = scratchFloats(ScratchSlot::AttentionRow, static_cast<size_t>(p.headDim + 1));
   const float* qRow = p.q.data + b * p.q.batchStride + h * p.q.headStride + i * p.q.seqStride;
   for (int64_t d = 0; d < p.headDim; ++d) q[d] = qRow[d * p.q.dimStride];
-  const float* kBase = p.k.data + b * p.k.batchStride + g * p.k.headStride;
-  const float* vBase = p.v.data + b * p.v.batchStride + g * p.v.headStride;
-  for (int64_t j = 0; j < lim; ++j) row[j] = p.scale * kt.dot(q, kBase + j * p.k.seqStride, p.headDim);
+  const float* kBase = p.k.data + b * p.k.batchStride + g * p.k.headStride + j0 * p.k.seqStride;
+  const float* vBase = p.v.data + b * p.v.batchStride + g * p.v.headStride + j0 * p.v.seqStride;
+  for (int64_t j = 0; j < n; ++j) row[j] = p.scale * kt.dot(q, kBase + j * p.k.seqStride, p.headDim);
   if (p.mask) {
-    const float* m = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + i * p.maskStride[2];
-    for (int64_t j = 0; j < lim; ++j) row[j] += m[j * p.maskStride[3]];
+    const float* m = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + i * p.maskStride[2] + j0 * p.maskStride[3];
+    for (int64_t j = 0; j < n; ++j) row[j] += m[j * p.maskStride[3]];
   }
   if (p.keyPadding) {
-    const uint8_t* pad = p.keyPadding + b * p.seqKV;
-    for (int64_t j = 0; j < lim; ++j)
+    const uint8_t* pad = p.keyPadding + b * p.seqKV + j0;
+    for (int64_t j = 0; j < n; ++j)
       if (pad[j]) row[j] = kNegInf;
   }
-  const float shift = kt.rowMax(row, lim);
-  const bool blocked = shift == kNegInf;
-  if (!blocked) {
-    const float sum = kt.expScaledSum(row, row, lim, 1.0f, shift);
-    kt.scaleInPlace(row, lim, 1.0f / sum);
-  }
+  float* acc = state + 2;
   std::fill(acc, acc + p.headDimV, 0.0f);
-  if (!blocked)
-    for (int64_t j = 0; j < lim; ++j)
-      if (row[j] != 0.0f) kt.axpy(row[j], vBase + j * p.v.seqStride, acc, p.headDimV);
+  const float m = kt.rowMax(row, n);
+  state[0] = m;
+  state[1] = 0.0f;
+  if (m == kNegInf) {
+    if (wRow) std::fill(wRow + j0, wRow + j0 + n, 0.0f);
+    return;
+  }
+  state[1] = kt.expScaledSum(row, row, n, 1.0f, m);
+  for (int64_t j = 0; j < n; ++j)
+    if (row[j] != 0.0f) kt.axpy(row[j], vBase + j * p.v.seqStride, acc, p.headDimV);
+  if (wRow) std::copy(row, row + n, wRow + j0);
+}
+
+// Merges `parts` partial states of row i (keys split at `bounds`) and writes
+// the output row (and rescales the weights row).
+void decodeMerge(const AttentionProblem& p, int64_t b, int64_t h, int64_t i, const float* states, int64_t parts,
+                 const int64_t* bounds, float* wRow) {
+  const int64_t stride = p.headDimV + 2;
+  float m = kNegInf;
+  for (int64_t t = 0; t < parts; ++t) m = std::max(m, states[t * stride]);
+  double sum = 0;
+  for (int64_t t = 0; t < parts; ++t)
+    if (states[t * stride] != kNegInf) sum += states[t * stride + 1] * std::exp(states[t * stride] - m);
+  const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
   float* o = p.out + b * p.outView.batchStride + h * p.outView.headStride + i * p.outView.seqStride;
-  for (int64_t e = 0; e < p.headDimV; ++e) o[e * p.outView.dimStride] = acc[e];
-  if (p.weights) {
-    float* w = p.weights + ((b * p.heads + h) * p.seqQ + i) * p.seqKV;
-    if (blocked)
-      std::fill(w, w + p.seqKV, 0.0f);
-    else
-      std::copy(row, row + lim, w), std::fill(w + lim, w + p.seqKV, 0.0f);
+  for (int64_t e = 0; e < p.headDimV; ++e) {
+    float v = 0.0f;
+    for (int64_t t = 0; t < parts; ++t)
+      if (states[t * stride] != kNegInf) v += states[t * stride + 2 + e] * std::exp(states[t * stride] - m);
+    o[e * p.outView.dimStride] = v * inv;
+  }
+  if (wRow) {
+    for (int64_t t = 0; t < parts; ++t) {
+      const float f = states[t * stride] == kNegInf ? 0.0f : std::exp(states[t * stride] - m) * inv;
+      for (int64_t j = bounds[t]; j < bounds[t + 1]; ++j) wRow[j] *= f;
+    }
+    const int64_t lim = bounds[parts];
+    std::fill(wRow + lim, wRow + p.seqKV, 0.0f);
+  }
+}
+
+void decodeForward(const AttentionProblem& p, const KernelTable& kt) {
+  const int64_t rows = p.batch * p.heads * p.seqQ;
+  // Split each row's keys when rows alone cannot keep every thread busy, in
+  // parts of at least kDecodeMinKeysPerPart keys (below that the merge costs more).
+  constexpr int64_t kDecodeMinKeysPerPart = 512;
+  const int64_t want = ceilDiv(2 * numThreads(), rows);
+  const int64_t parts = std::max<int64_t>(1, std::min(want, p.seqKV / kDecodeMinKeysPerPart));
+  const int64_t stride = p.headDimV + 2;
+  std::vector<float> states(static_cast<size_t>(rows * parts * stride));
+  std::vector<int64_t> bounds(static_cast<size_t>(rows * (parts + 1)));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t lim = std::max<int64_t>(0, visibleKeys(p, r % p.seqQ));
+    for (int64_t t = 0; t <= parts; ++t) bounds[r * (parts + 1) + t] = lim * t / parts;
+  }
+  auto weightsRow = [&](int64_t r) -> float* { return p.weights ? p.weights + r * p.seqKV : nullptr; };
+  parallelFor(rows * parts, [&](int64_t task) {
+    const int64_t r = task / parts, t = task % parts;
+    const int64_t* bd = &bounds[r * (parts + 1)];
+    const int64_t i = r % p.seqQ, h = (r / p.seqQ) % p.heads, b = r / (p.seqQ * p.heads);
+    decodePartial(p, kt, b, h, i, bd[t], bd[t + 1], &states[task * stride], weightsRow(r));
+  });
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = r % p.seqQ, h = (r / p.seqQ) % p.heads, b = r / (p.seqQ * p.heads);
+    decodeMerge(p, b, h, i, &states[r * parts * stride], parts, &bounds[r * (parts + 1)], weightsRow(r));
   }
 }
 
@@ -252,9 +307,7 @@ void attentionForward(const AttentionProblem& p) {
 
   const bool unitStrideKV = p.k.dimStride == 1 && p.v.dimStride == 1;
   if (p.seqQ <= kAttentionDecodeMaxQueries && unitStrideKV) {
-    parallelFor(p.batch * p.heads * p.seqQ, [&](int64_t t) {
-      decodeRow(p, kt, t / (p.heads * p.seqQ), (t / p.seqQ) % p.heads, t % p.seqQ);
-    });
+    decodeForward(p, kt);
     return;
   }
 
