@@ -306,6 +306,17 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
     ]),
   );
 
+  // Long key ranges exercise the kernel's internal splits: online-softmax key
+  // blocks (768 keys) on the tiled path, and a decode row split across threads
+  // (parts of >= 512 keys) merged from partial states.
+  caseTest('long key ranges: key blocks, split decode rows', () => [
+    { layout: 'bhsd', B: 1, H: 1, Sq: 1, Skv: 3000, D: 64, returnWeights: true },
+    { layout: 'bshd', B: 1, H: 1, Sq: 3, Skv: 2500, D: 17, causal: true, padding: 'u8', out: 'poisoned' },
+    { layout: 'bhsd', B: 1, H: 1, Sq: 2, Skv: 2000, D: 8, maskShape: [1, 2000] },
+    { layout: 'bhsd', B: 1, H: 2, Sq: 100, Skv: 1700, D: 32, causal: true },
+    { layout: 'bshd', B: 2, H: 1, Sq: 65, Skv: 1600, D: 16, padding: 'tensor', returnWeights: true },
+  ]);
+
   test('causal with seqQ > seqKV: the first seqQ - seqKV rows are exactly zero', () => {
     const rng = rngFor(SEED, 'causal first rows');
     for (const layout of LAYOUTS) {
