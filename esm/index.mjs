@@ -5,6 +5,8 @@ export const {
   tensor,
   matmul,
   matmulAsync,
+  prepack,
+  PackedMatrix,
   softmax,
   softmaxAsync,
   attention,

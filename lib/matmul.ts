@@ -3,6 +3,7 @@ import { formatShape, rangeError } from './errors';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optFiniteNumber } from './options';
 import { runAsync } from './queue';
+import { PackedMatrix } from './prepack';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
 /** Options of {@link matmul} and {@link matmulAsync}. */
@@ -23,10 +24,14 @@ export interface MatmulOptions {
 
 const KNOWN = ['transposeA', 'transposeB', 'alpha', 'beta', 'c', 'out'] as const;
 
-function prepareMatmul(fn: string, a: TensorLike, b: TensorLike, options?: MatmulOptions) {
+function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions) {
   const opts = checkOptions<MatmulOptions>(fn, options, KNOWN);
   const ta = checkTensor(fn, 'a', a);
-  const tb = checkTensor(fn, 'b', b);
+  const packed = b instanceof PackedMatrix;
+  const tb = packed ? { data: b.data, shape: [b.rows, b.cols] } : checkTensor(fn, 'b', b);
+  if (packed && opts.transposeB) {
+    throw rangeError(fn, 'options.transposeB cannot apply to a PackedMatrix (pass transpose to prepack instead)');
+  }
   if (ta.shape.length < 2) throw rangeError(fn, `a must have at least 2 dims, received shape ${formatShape(ta.shape)}`);
   if (tb.shape.length < 2) throw rangeError(fn, `b must have at least 2 dims, received shape ${formatShape(tb.shape)}`);
   const transposeA = optBoolean(fn, 'transposeA', opts.transposeA, false);
@@ -64,13 +69,13 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike, options?: Matmu
   }
   const out = resultTensor(fn, opts.out, shape);
   checkNoAlias(fn, 'options.out', out.data, 'a', ta.data);
-  checkNoAlias(fn, 'options.out', out.data, 'b', tb.data);
+  if (!packed) checkNoAlias(fn, 'options.out', out.data, 'b', tb.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.c', tc?.data, true);
   const args = (): unknown[] => [
     ta.data, tb.data, tc ? tc.data : null, out.data,
     new Descriptor()
       .shape(ta.shape).shape(tb.shape).shape(tc ? tc.shape : null).shape(shape)
-      .flag(transposeA).flag(transposeB).number(alpha).number(beta)
+      .flag(transposeA).flag(transposeB).number(alpha).number(beta).flag(packed)
       .done(),
   ];
   const buffers: ArrayBufferView[] = [ta.data, tb.data, out.data];
@@ -91,9 +96,10 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike, options?: Matmu
  * const b = tensor(new Float32Array([1, 0, 0, 1, 1, 1]), [3, 2]);
  * matmul(a, b); // { data: Float32Array [4, 5, 10, 11], shape: [2, 2] }
  * matmul(a, a, { transposeB: true }); // a · aᵀ, shape [2, 2]
+ * A b made by {@link prepack} skips the packing of b on every call (weights).
  * @throws TypeError for a wrong kind of argument, RangeError for mismatched or invalid shapes and values.
  */
-export function matmul(a: TensorLike, b: TensorLike, options?: MatmulOptions): Tensor {
+export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Tensor {
   const call = prepareMatmul('matmul', a, b, options);
   native.matmul(...call.args());
   return call.result;
@@ -104,6 +110,6 @@ export function matmul(a: TensorLike, b: TensorLike, options?: MatmulOptions): T
  * the promise settles; do not write to them, or transfer them, meanwhile.
  * Invalid arguments reject the promise.
  */
-export function matmulAsync(a: TensorLike, b: TensorLike, options?: MatmulOptions): Promise<Tensor> {
+export function matmulAsync(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Promise<Tensor> {
   return runAsync(() => prepareMatmul('matmulAsync', a, b, options), (args) => native.matmul(...args));
 }

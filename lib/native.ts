@@ -13,6 +13,8 @@ export interface NativeAddon {
   softmax(...args: unknown[]): void;
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
+  packedSize(desc: Float64Array): number;
+  packMatrix(b: Float32Array, out: Float32Array, desc: Float64Array): void;
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };
   info(): { isa: string; threads: number; blas: string | null; pendingAsync: number };

@@ -750,7 +750,7 @@ const mmSpec = (): MmSpec => ({
 const mmArgs = (s: MmSpec = mmSpec()): unknown[] => {
   const desc = s.desc ?? new Float64Array([
     ...packShape(s.aShape), ...packShape(s.bShape), ...packShape(s.cShape), ...packShape(s.outShape),
-    s.tA, s.tB, s.alpha, s.beta,
+    s.tA, s.tB, s.alpha, s.beta, 0,
   ]);
   const args = [s.a, s.b, s.c, s.out, desc];
   if (s.cb !== undefined) args.push(s.cb);
@@ -815,7 +815,7 @@ const nativeRows: NativeRow[] = [];
   addM('b null', (s) => set(s, { b: null }), 'TypeError');
   addM('out an Int32Array', (s) => set(s, { out: new Int32Array(8) }), 'TypeError');
   addM('c an Uint8Array', (s) => set(s, { c: new Uint8Array(8), cShape: [2, 4] }), 'TypeError');
-  addM('descriptor a number[]', (s) => set(s, { desc: [2, 2, 3, 2, 3, 4, 0, 2, 2, 4, 0, 0, 1, 0] }), 'TypeError');
+  addM('descriptor a number[]', (s) => set(s, { desc: [2, 2, 3, 2, 3, 4, 0, 2, 2, 4, 0, 0, 1, 0, 0] }), 'TypeError');
   addM('descriptor a Float32Array', (s) => set(s, { desc: new Float32Array(14) }), 'TypeError');
   addM('descriptor missing', (s) => set(s, { desc: undefined }) && [s.a, s.b, s.c, s.out], 'TypeError');
   addM('descriptor too short', (s) => set(s, { desc: new Float64Array([2, 2, 3]) }), 'RangeError');

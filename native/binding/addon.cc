@@ -62,6 +62,8 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exports.Set("matmul", Napi::Function::New(env, matmulBinding, "matmul"));
   exports.Set("softmax", Napi::Function::New(env, softmaxBinding, "softmax"));
   exports.Set("attention", Napi::Function::New(env, attentionBinding, "attention"));
+  exports.Set("packedSize", Napi::Function::New(env, packedSizeBinding, "packedSize"));
+  exports.Set("packMatrix", Napi::Function::New(env, packMatrixBinding, "packMatrix"));
   exports.Set("layerNorm", Napi::Function::New(env, layerNormBinding, "layerNorm"));
   exports.Set("calibrate", Napi::Function::New(env, calibrateBinding, "calibrate"));
   exports.Set("info", Napi::Function::New(env, infoBinding, "info"));

@@ -10,8 +10,13 @@ namespace mhsa {
 
 // matmul(a, b, c|null, out, desc, callback?)
 // desc: a.shape, b.shape, c.shape (rank 0 when no c), out.shape (each as rank, dims...),
-//       transposeA, transposeB, alpha, beta
+//       transposeA, transposeB, alpha, beta, bPacked
 Napi::Value matmulBinding(const Napi::CallbackInfo& info);
+
+// packedSize(desc[b.shape]) -> floats a packed [K, N] matrix takes on this CPU.
+// packMatrix(b, out, desc[b.shape, transpose]): out = op(b) packed for the GEMM.
+Napi::Value packedSizeBinding(const Napi::CallbackInfo& info);
+Napi::Value packMatrixBinding(const Napi::CallbackInfo& info);
 
 // softmax(x, out, desc, callback?)
 // desc: x.shape, out.shape, scale

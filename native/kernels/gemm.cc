@@ -118,6 +118,17 @@ void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, int* tm, int*
 
 }  // namespace
 
+int64_t packedBSize(int64_t k, int64_t n) { return roundUp(n, kernels().nr) * k; }
+
+void packWholeB(const StridedMatrix& b, int64_t k, int64_t n, float* packed) {
+  const int nr = kernels().nr;
+  const int64_t width = roundUp(n, nr);
+  parallelFor(ceilDiv(k, kGemmKC), [&](int64_t t) {
+    const int64_t pc = t * kGemmKC;
+    packB(b, pc, std::min(kGemmKC, k - pc), 0, n, nr, packed + width * pc);
+  });
+}
+
 void gemmSerial(const GemmProblem& p) {
   if (p.m <= 0 || p.n <= 0) return;
   if (p.k <= 0) {
@@ -128,18 +139,22 @@ void gemmSerial(const GemmProblem& p) {
   const int64_t ncMax = std::min(kGemmNC, roundUp(p.n, kt.nr));
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, kt.mr));
   const int64_t kcMax = std::min(kGemmKC, p.k);
-  float* bp = scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
+  float* bp = p.packedB ? nullptr : scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
   float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
   for (int64_t jc = 0; jc < p.n; jc += kGemmNC) {
     const int64_t nc = std::min(kGemmNC, p.n - jc);
     for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
       const int64_t kc = std::min(kGemmKC, p.k - pc);
       const bool accumulate = p.accumulate || pc > 0;
-      packB(p.b, pc, kc, jc, nc, kt.nr, bp);
+      const float* bBlock = bp;
+      if (p.packedB)
+        bBlock = p.packedB + roundUp(p.n, kt.nr) * pc + jc * kc;
+      else
+        packB(p.b, pc, kc, jc, nc, kt.nr, bp);
       for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
         const int64_t mc = std::min(kGemmMC, p.m - ic);
         packA(p.a, ic, mc, pc, kc, kt.mr, ap);
-        gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bp, kc, accumulate);
+        gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bBlock, kc, accumulate);
       }
     }
   }
@@ -156,7 +171,7 @@ void gemmParallel(const GemmProblem& p) {
   const int64_t kcMax = std::min(kGemmKC, p.k);
   const int64_t ncMax = std::min(kGemmNC, roundUp(p.n, nr));
   // B is packed once per (jc, pc) block by all threads together, then shared.
-  float* bp = scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
+  float* bp = p.packedB ? nullptr : scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
   for (int64_t jc = 0; jc < p.n; jc += kGemmNC) {
     const int64_t nc = std::min(kGemmNC, p.n - jc);
     int tm = 1, tn = 1;
@@ -167,14 +182,19 @@ void gemmParallel(const GemmProblem& p) {
     for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
       const int64_t kc = std::min(kGemmKC, p.k - pc);
       const bool accumulate = p.accumulate || pc > 0;
-      const int64_t packTasks = std::min<int64_t>(slivers, threads * 4);
-      const int64_t perTask = ceilDiv(slivers, packTasks);
-      parallelFor(packTasks, [&](int64_t t) {
-        const int64_t s0 = t * perTask, s1 = std::min(slivers, s0 + perTask);
-        if (s0 >= s1) return;
-        const int64_t c0 = s0 * nr, c1 = std::min(nc, s1 * nr);
-        packB(p.b, pc, kc, jc + c0, c1 - c0, nr, bp + c0 * kc);
-      });
+      const float* bBlock = bp;
+      if (p.packedB) {
+        bBlock = p.packedB + roundUp(p.n, nr) * pc + jc * kc;
+      } else {
+        const int64_t packTasks = std::min<int64_t>(slivers, threads * 4);
+        const int64_t perTask = ceilDiv(slivers, packTasks);
+        parallelFor(packTasks, [&](int64_t t) {
+          const int64_t s0 = t * perTask, s1 = std::min(slivers, s0 + perTask);
+          if (s0 >= s1) return;
+          const int64_t c0 = s0 * nr, c1 = std::min(nc, s1 * nr);
+          packB(p.b, pc, kc, jc + c0, c1 - c0, nr, bp + c0 * kc);
+        });
+      }
       parallelFor(static_cast<int64_t>(tm) * tn, [&](int64_t r) {
         const int64_t m0 = (r / tn) * mPer, m1 = std::min(p.m, m0 + mPer);
         const int64_t n0 = (r % tn) * nPer, n1 = std::min(nc, n0 + nPer);
@@ -183,7 +203,7 @@ void gemmParallel(const GemmProblem& p) {
         for (int64_t ic = m0; ic < m1; ic += kGemmMC) {
           const int64_t mc = std::min(kGemmMC, m1 - ic);
           packA(p.a, ic, mc, pc, kc, mr, ap);
-          gemmMacroKernel(kt, p, ic, mc, jc, n0, n1, kc, ap, kc, mr, bp, kc, accumulate);
+          gemmMacroKernel(kt, p, ic, mc, jc, n0, n1, kc, ap, kc, mr, bBlock, kc, accumulate);
         }
       });
     }

@@ -25,6 +25,9 @@ struct GemmProblem {
   int64_t outRowStride;
   int64_t outColStride;
   bool accumulate;
+  // B already packed by packWholeB (then b is not read): a constant operand
+  // such as a weight matrix is packed once and reused by every product.
+  const float* packedB = nullptr;
 };
 
 // Cache blocking (the BLIS loop nest jc -> pc -> ic -> jr -> ir):
@@ -62,6 +65,13 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
                      int64_t bDepth, bool accumulate);
+
+// Packs all of a k x n matrix B for the current kernel table: for each
+// kGemmKC block of depth starting at pc, the nr-column slivers of every column
+// at packed + roundUp(n, nr) * pc (the layout gemmSerial/gemmParallel read
+// through GemmProblem::packedB). Writes packedBSize(k, n) floats.
+int64_t packedBSize(int64_t k, int64_t n);
+void packWholeB(const StridedMatrix& b, int64_t k, int64_t n, float* packed);
 
 // The whole product on the calling thread.
 void gemmSerial(const GemmProblem& p);

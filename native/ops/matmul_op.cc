@@ -17,7 +17,16 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   if (args.b.size() < 2) return rankError("b", args.b);
   Status st = checkLength("matmul", "a", args.a, args.aLength);
   if (!st.ok()) return st;
-  if (!(st = checkLength("matmul", "b", args.b, args.bLength)).ok()) return st;
+  if (args.bPacked) {
+    if (args.b.size() != 2 || args.transposeB)
+      return Status::rangeError("matmul: a packed b must be 2-D and not transposed (transpose when packing)");
+    if (elementCount(args.b) < 0 || args.bLength != packedBSize(args.b[0], args.b[1]))
+      return Status::rangeError("matmul: packed b holds " + std::to_string(args.bLength) +
+                                " floats, expected " + std::to_string(packedBSize(args.b[0], args.b[1])) +
+                                " for " + shapeToString(args.b) + " packed for this CPU");
+  } else if (!(st = checkLength("matmul", "b", args.b, args.bLength)).ok()) {
+    return st;
+  }
   if (args.hasC && !(st = checkLength("matmul", "c", args.c, args.cLength)).ok()) return st;
   if (!(st = checkLength("matmul", "out", args.out, args.outLength)).ok()) return st;
 
@@ -70,6 +79,7 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   plan->bRowStride = args.transposeB ? 1 : bCols;
   plan->bColStride = args.transposeB ? bCols : 1;
   plan->hasC = args.hasC;
+  plan->bPacked = args.bPacked;
   if (args.hasC) {
     const Shape full = broadcastStrides(args.c, result);
     plan->cBatchStrides.assign(full.begin(), full.end() - 2);
@@ -142,6 +152,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   p.outRowStride = plan.n;
   p.outColStride = 1;
   p.accumulate = accumulate;
+  if (plan.bPacked) p.packedB = b;
 
   // One weight matrix against a batch of row-major inputs (a projection): the
   // batch folds into M, so B is packed once for every row of every entry.

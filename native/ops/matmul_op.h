@@ -12,6 +12,9 @@ struct MatmulArgs {
   Shape c;  // used only when hasC
   bool hasC = false;
   bool transposeA = false, transposeB = false;
+  // b is a prepacked matrix (packWholeB) of logical shape [K, N]: its data is
+  // packedBSize(K, N) floats, not K * N.
+  bool bPacked = false;
   int64_t aLength = 0, bLength = 0, cLength = 0, outLength = 0;
 };
 
@@ -23,6 +26,7 @@ struct MatmulPlan {
   int64_t bRowStride = 0, bColStride = 0;      // of op(b)
   int64_t cRowStride = 0, cColStride = 0;      // 0 where c broadcasts
   bool hasC = false;
+  bool bPacked = false;
   int64_t batchCount = 0;
 };
 

@@ -1,0 +1,64 @@
+import { formatShape, rangeError } from './errors';
+import { Descriptor, native } from './native';
+import { checkOptions, optBoolean } from './options';
+import { checkTensor, type TensorLike } from './tensor';
+
+/**
+ * A constant right-hand matrix (a weight) packed once into the GEMM's
+ * internal panel layout, so every {@link matmul} against it skips the packing
+ * step. Create it with {@link prepack}; pass it as `b` to `matmul`.
+ *
+ * The layout depends on the SIMD path the process runs (`info().isa`), so a
+ * PackedMatrix is for this process only: do not persist it.
+ */
+export class PackedMatrix {
+  /** @internal */
+  constructor(
+    /** The packed panels (not a row-major matrix). */
+    readonly data: Float32Array,
+    /** K: rows of the logical matrix (the inner dimension of the product). */
+    readonly rows: number,
+    /** N: columns of the logical matrix (the product's last dim). */
+    readonly cols: number,
+  ) {
+    Object.freeze(this);
+  }
+
+  /** The logical shape [K, N]. */
+  get shape(): readonly number[] {
+    return [this.rows, this.cols];
+  }
+}
+
+/** Options of {@link prepack}. */
+export interface PrepackOptions {
+  /**
+   * Pack bᵀ instead of b: a PyTorch Linear weight [out, in] packed with
+   * `transpose: true` is the [in, out] matrix that `x · Wᵀ` needs. Default false.
+   */
+  transpose?: boolean;
+}
+
+/**
+ * Packs a 2-D matrix b (or bᵀ) once for repeated products `matmul(a, packed)`.
+ * The result holds a copy: later changes to b do not reach it.
+ *
+ * @example
+ * const w = tensor(new Float32Array(768 * 2304), [2304, 768]); // Linear weight [out, in]
+ * const packed = prepack(w, { transpose: true });              // logical [768, 2304]
+ * const y = matmul(tensor(new Float32Array(197 * 768), [197, 768]), packed); // [197, 2304]
+ * @throws TypeError for a wrong kind of argument, RangeError unless b is 2-D.
+ */
+export function prepack(b: TensorLike, options?: PrepackOptions): PackedMatrix {
+  const fn = 'prepack';
+  const opts = checkOptions<PrepackOptions>(fn, options, ['transpose']);
+  const tb = checkTensor(fn, 'b', b);
+  if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
+  const transpose = optBoolean(fn, 'transpose', opts.transpose, false);
+  const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
+  const size = native.packedSize(new Descriptor().shape([k, n]).done());
+  const data = new Float32Array(size);
+  native.packMatrix(tb.data, data, new Descriptor().shape(tb.shape).flag(transpose).done());
+  return new PackedMatrix(data, k, n);
+}
+

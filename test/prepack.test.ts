@@ -1,0 +1,80 @@
+/**
+ * prepack(): a weight packed once gives exactly the products of the unpacked
+ * matrix (same kernels, same summation order), for plain and transposed
+ * packing, 2-D and batched a, with c/alpha/beta and out, sync and async.
+ */
+import { matmul, matmulAsync, prepack, PackedMatrix, type Tensor } from '../lib';
+import { expectBitEqual, expectClose, pickSeed, poisoned, randomFloat32, rngFor, type Rng } from './helpers/random';
+import { refMatmul } from './helpers/reference';
+
+const SEED = pickSeed();
+const SIZES = [1, 3, 17, 63, 65, 197];
+
+function t(rng: Rng, shape: number[]): Tensor {
+  return { data: randomFloat32(rng, shape.reduce((a, b) => a * b, 1)), shape };
+}
+const pick = (rng: Rng, xs: number[]) => xs[Math.floor(rng() * xs.length)];
+
+describe(`prepack (seed ${SEED})`, () => {
+  test('plain and transposed packing give the same products as the unpacked matrix', () => {
+    const rng = rngFor(SEED, 'square');
+    for (let i = 0; i < 12; i++) {
+      const [m, k, n] = [pick(rng, SIZES), pick(rng, [...SIZES, 300, 1000]), pick(rng, SIZES)];
+      const transpose = i % 2 === 1;
+      const a = t(rng, [m, k]);
+      const w = t(rng, transpose ? [n, k] : [k, n]);
+      const packed = prepack(w, { transpose });
+      expect(packed).toBeInstanceOf(PackedMatrix);
+      expect(packed.shape).toEqual([k, n]);
+      const out = { data: poisoned(m * n), shape: [m, n] };
+      expect(matmul(a, packed, { out })).toBe(out);
+      const plain = matmul(a, w, { transposeB: transpose });
+      expectBitEqual(out.data, plain.data, { seed: SEED, label: `[${m},${k}]·[${k},${n}] transpose=${transpose}` });
+      const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeB: transpose });
+      expectClose(out.data, ref.data, 1e-5, { seed: SEED, label: `seed ${SEED} [${m},${k}]·[${k},${n}]` });
+    }
+  });
+
+  test('batched a against a packed weight, with bias c, alpha and beta', async () => {
+    const rng = rngFor(SEED, 'batched');
+    const [B, T, K, N] = [3, 65, 197, 63];
+    const x = t(rng, [B, T, K]);
+    const w = t(rng, [N, K]);
+    const bias = t(rng, [N]);
+    const packed = prepack(w, { transpose: true });
+    const got = matmul(x, packed, { c: bias, alpha: 0.5, beta: 2 });
+    const ref = refMatmul(x.data, x.shape, w.data, w.shape, { transposeB: true, c: bias.data, cShape: bias.shape, alpha: 0.5, beta: 2 });
+    expect(got.shape).toEqual([B, T, N]);
+    expectClose(got.data, ref.data, 1e-5, { seed: SEED, label: `seed ${SEED} batched` });
+    const asyncGot = await matmulAsync(x, packed, { c: bias, alpha: 0.5, beta: 2 });
+    expectBitEqual(asyncGot.data, got.data, { seed: SEED, label: 'async' });
+  });
+
+  test('the packed copy does not follow later changes to the source', () => {
+    const rng = rngFor(SEED, 'copy');
+    const a = t(rng, [5, 7]);
+    const w = t(rng, [7, 9]);
+    const packed = prepack(w);
+    const before = matmul(a, packed).data.slice();
+    w.data.fill(0);
+    expectBitEqual(matmul(a, packed).data, before, { seed: SEED, label: 'after zeroing the source' });
+  });
+
+  test('bad arguments', () => {
+    const rng = rngFor(SEED, 'bad');
+    const w = t(rng, [4, 6]);
+    const packed = prepack(w);
+    expect(() => prepack(t(rng, [2, 3, 4]))).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/^prepack: b must be 2-D/) }));
+    expect(() => prepack(w, { transpose: 1 as never })).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/prepack: .*options.transpose/) }));
+    expect(() => prepack(new Float32Array(4) as never)).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/^prepack: /) }));
+    expect(() => matmul(t(rng, [2, 4]), packed, { transposeB: true })).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/^matmul: options.transposeB/) }));
+    expect(() => matmul(t(rng, [2, 5]), packed)).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/^matmul: b.shape\[0\] \(K\) must equal a.shape\[1\] = 5, received 4/) }));
+    // A forged PackedMatrix whose data has the wrong size is refused by the native check.
+    const forged = Object.create(PackedMatrix.prototype, {
+      data: { value: new Float32Array(3) }, rows: { value: 4 }, cols: { value: 6 },
+    }) as PackedMatrix;
+    const out = { data: new Float32Array(12).fill(7), shape: [2, 6] };
+    expect(() => matmul(t(rng, [2, 4]), forged, { out })).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/^matmul: packed b holds 3 floats/) }));
+    expect(Array.from(out.data)).toEqual(new Array(12).fill(7));
+  });
+});
