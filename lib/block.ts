@@ -8,6 +8,7 @@ import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { layerNorm, layerNormAsync } from './layernorm';
 import { matmul, matmulAsync } from './matmul';
+import { prepack, type PackedMatrix } from './prepack';
 import { checkOptions, optBoolean } from './options';
 import {
   checkNoAlias,
@@ -172,15 +173,16 @@ function rename(e: unknown, fn: string): unknown {
  *     o = softmax(q·kᵀ / √dimHead + mask) · v   per head
  *     out = o·Woᵀ + bo                          (none when heads = 1 and dimHead = dim, unless Wo is given)
  *
- * Every step runs natively: the projections are `matmul`s with `transposeB`
- * on the PyTorch-layout weights (the q, k and v weights are zero-copy row
- * slices of the fused weight; biases are added through matmul's `c`), the
- * head split and merge are the `heads` option of `attention` on the packed
- * [batch, tokens, heads·dimHead] projections (no permute copies). The scratch
- * buffers (normalized input, q, k, v, merged heads) live in a workspace that
- * is reused across calls, so a call allocates only its output (nothing with
- * `out`). Weights are kept by reference: do not modify them while the block is
- * in use.
+ * Every step runs natively: the projections are `matmul`s against the
+ * weights prepacked once at construction (the q, k and v rows of the fused
+ * weight, and Wo, each packed transposed for x·Wᵀ; biases are added through
+ * matmul's `c`), the head split and merge are the `heads` option of
+ * `attention` on the packed [batch, tokens, heads·dimHead] projections (no
+ * permute copies). The scratch buffers (normalized input, q, k, v, merged
+ * heads) live in a workspace that is reused across calls, so a call allocates
+ * only its output (nothing with `out`). The projection weights are copied
+ * when packed; the biases and norm parameters are kept by reference: do not
+ * modify them while the block is in use.
  *
  * @example
  * import { MultiHeadSelfAttention, tensor } from 'mhsa';
@@ -220,6 +222,11 @@ export class MultiHeadSelfAttention {
   private readonly bo?: Tensor;
   private readonly normWeight?: Tensor;
   private readonly normBias?: Tensor;
+  /** The projection weights packed once for the GEMM (x·Wᵀ needs no transpose per call). */
+  private readonly packedQ: PackedMatrix;
+  private readonly packedK: PackedMatrix;
+  private readonly packedV: PackedMatrix;
+  private readonly packedOut?: PackedMatrix;
   /** Every weight buffer, for the `out` aliasing check. */
   private readonly weightViews: Array<[string, Float32Array]> = [];
   /** [1, heads] of 1s: the head average is one matmul with it (alpha = 1/heads). */
@@ -228,8 +235,9 @@ export class MultiHeadSelfAttention {
   private readonly pool: Workspace[] = [];
 
   /**
-   * Builds the block from weights in PyTorch layout. Nothing is copied: the
-   * q, k and v weights are views of rows of `qkvWeight`.
+   * Builds the block from weights in PyTorch layout. The projection weights
+   * are packed once here into the GEMM's panel layout (see {@link prepack}), so
+   * later changes to the weight tensors do not reach the block.
    *
    * @example
    * const dim = 32;
@@ -298,6 +306,10 @@ export class MultiHeadSelfAttention {
       this.weightViews.push(['config.weights.outBias', bo.data]);
     }
     this.projectOut = this.wo !== undefined;
+    this.packedQ = prepack(this.wq, { transpose: true });
+    this.packedK = prepack(this.wk, { transpose: true });
+    this.packedV = prepack(this.wv, { transpose: true });
+    if (this.wo) this.packedOut = prepack(this.wo, { transpose: true });
 
     if (c.norm !== undefined) {
       const n = checkObject(fn, 'config.norm', c.norm, NORM_KEYS);
@@ -559,14 +571,14 @@ export class MultiHeadSelfAttention {
     try {
       const [xn, q, k, v, o] = this.views(ws, p);
       const a = xn ? layerNorm(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-      matmul(a, this.wq, { transposeB: true, c: this.bq, out: q });
-      matmul(a, this.wk, { transposeB: true, c: this.bk, out: k });
-      matmul(a, this.wv, { transposeB: true, c: this.bv, out: v });
+      matmul(a, this.packedQ, { c: this.bq, out: q });
+      matmul(a, this.packedK, { c: this.bk, out: k });
+      matmul(a, this.packedV, { c: this.bv, out: v });
       const attnOpts = { ...p.attnOptions, out: o ?? p.out3 };
       let perHead: Tensor | undefined;
       if (p.returnWeights) perHead = attention(q, k, v, { ...attnOpts, returnWeights: true }).weights;
       else attention(q, k, v, attnOpts);
-      if (o) matmul(o, this.wo!, { transposeB: true, c: this.bo, out: p.out3 });
+      if (o) matmul(o, this.packedOut!, { c: this.bo, out: p.out3 });
       if (!perHead) return p.out;
       return { output: p.out, weights: this.averageHeads(perHead, p, (a2, b2, opts) => matmul(a2, b2, opts)) };
     } catch (e) {
@@ -605,16 +617,16 @@ export class MultiHeadSelfAttention {
       const a = xn ? await layerNormAsync(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
       // Settle all three before going on (or giving the workspace back), even if one fails.
       const projections = await Promise.allSettled([
-        matmulAsync(a, this.wq, { transposeB: true, c: this.bq, out: q }),
-        matmulAsync(a, this.wk, { transposeB: true, c: this.bk, out: k }),
-        matmulAsync(a, this.wv, { transposeB: true, c: this.bv, out: v }),
+        matmulAsync(a, this.packedQ, { c: this.bq, out: q }),
+        matmulAsync(a, this.packedK, { c: this.bk, out: k }),
+        matmulAsync(a, this.packedV, { c: this.bv, out: v }),
       ]);
       for (const r of projections) if (r.status === 'rejected') throw r.reason;
       const attnOpts = { ...p.attnOptions, out: o ?? p.out3 };
       let perHead: Tensor | undefined;
       if (p.returnWeights) perHead = (await attentionAsync(q, k, v, { ...attnOpts, returnWeights: true })).weights;
       else await attentionAsync(q, k, v, attnOpts);
-      if (o) await matmulAsync(o, this.wo!, { transposeB: true, c: this.bo, out: p.out3 });
+      if (o) await matmulAsync(o, this.packedOut!, { c: this.bo, out: p.out3 });
       if (!perHead) return p.out;
       let averaged: Promise<Tensor> | undefined;
       const weights = this.averageHeads(perHead, p, (a2, b2, opts) => {
