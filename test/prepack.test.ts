@@ -35,6 +35,22 @@ describe(`prepack (seed ${SEED})`, () => {
     }
   });
 
+  test('products larger than every cache block (M > MC, N > NC, K > KC), packed and not, transposed', () => {
+    // kGemmMC = 576, kGemmNC = 512, kGemmKC = 256 (native/kernels/gemm.h)
+    const rng = rngFor(SEED, 'large');
+    const [m, k, n] = [601, 515, 1031];
+    const a = t(rng, [k, m]); // read transposed
+    const w = t(rng, [n, k]);
+    const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeA: true, transposeB: true });
+    const plain = matmul(a, w, { transposeA: true, transposeB: true });
+    expectClose(plain.data, ref.data, 1e-5, { seed: SEED, label: 'large, unpacked' });
+    const packed = matmul(a, prepack(w, { transpose: true }), { transposeA: true });
+    expectBitEqual(packed.data, plain.data, { seed: SEED, label: 'large, packed' });
+    const rowMajor = t(rng, [m, k]);
+    const ref2 = refMatmul(rowMajor.data, rowMajor.shape, w.data, w.shape, { transposeB: true });
+    expectClose(matmul(rowMajor, prepack(w, { transpose: true })).data, ref2.data, 1e-5, { seed: SEED, label: 'large, row-major a' });
+  });
+
   test('batched a against a packed weight, with bias c, alpha and beta', async () => {
     const rng = rngFor(SEED, 'batched');
     const [B, T, K, N] = [3, 65, 197, 63];

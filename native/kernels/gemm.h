@@ -30,16 +30,20 @@ struct GemmProblem {
   const float* packedB = nullptr;
 };
 
-// Cache blocking (the BLIS loop nest jc -> pc -> ic -> jr -> ir):
-//  kGemmKC: depth of one rank-kc update. A 32-wide B sliver of KC rows is
-//           32 KiB, so it stays in a 48 KiB L1d beside a 12 x KC A sliver (12 KiB).
-//  kGemmMC: rows of A packed at once: MC x KC = 144 KiB, resident in L2 (2 MiB)
-//           while every B sliver of the block streams past it. A multiple of
+// Cache blocking (the BLIS loop nest jc -> pc -> ic -> ir -> jr). The vector
+// operand of the micro-kernel is B (nr columns wide) and the broadcast operand
+// is A (mr rows), so, compared with BLIS's column-major description, the roles
+// of the two packed blocks swap:
+//  kGemmKC: depth of one rank-kc update. An A sliver (12 x KC = 12 KiB) stays
+//           in L1 while it meets every B sliver of the block.
+//  kGemmNC: columns of B packed at once: KC x NC = 512 KiB, resident in L2
+//           (2 MiB per core) while every A sliver of the block streams past it.
+//  kGemmMC: rows of A packed at once: MC x KC = 576 KiB, read once per B block
+//           (one sliver at a time), so L3 holds it comfortably. A multiple of
 //           every micro-kernel's MR (4, 6, 12).
-//  kGemmNC: columns of B packed at once: KC x NC = 4 MiB, in the shared L3.
 constexpr int64_t kGemmKC = 256;
-constexpr int64_t kGemmMC = 144;
-constexpr int64_t kGemmNC = 4096;
+constexpr int64_t kGemmMC = 576;
+constexpr int64_t kGemmNC = 512;
 
 struct KernelTable;
 

@@ -21,6 +21,8 @@ inline __m256i laneMask(int n) {
 
 void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
                          float alpha, bool accumulate, int mr, int nr) {
+  // Fetch the C tile now so it has arrived by the time the K loop ends.
+  for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) {

@@ -19,6 +19,12 @@ constexpr int kNR = 32;
 // Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
 void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
                             float alpha, bool accumulate, int mr, int nr) {
+  // Fetch the C tile now so its lines have arrived (from L3 or memory) by the
+  // time the K loop ends and the tile is read and written.
+  for (int i = 0; i < mr; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+  }
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
