@@ -87,10 +87,41 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
         std::fill(d + k * nr + cols, d + (k + 1) * nr, 0.0f);
       }
     } else {
+      int64_t j0 = 0;
+#if defined(__SSE2__)
+      if (b.rowStride == 1) {
+        // Transposed B (a weight [n, k] read as k x n): 4 columns x 4 depths
+        // transposed in registers at a time.
+        for (; j0 + 4 <= cols; j0 += 4) {
+          const float* c0 = src + j0 * b.colStride;
+          const float* c1 = c0 + b.colStride;
+          const float* c2 = c1 + b.colStride;
+          const float* c3 = c2 + b.colStride;
+          int64_t k = 0;
+          for (; k + 4 <= kc; k += 4) {
+            __m128 x0 = _mm_loadu_ps(c0 + k), x1 = _mm_loadu_ps(c1 + k);
+            __m128 x2 = _mm_loadu_ps(c2 + k), x3 = _mm_loadu_ps(c3 + k);
+            _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+            float* dk = d + k * nr + j0;
+            _mm_storeu_ps(dk, x0);
+            _mm_storeu_ps(dk + nr, x1);
+            _mm_storeu_ps(dk + 2 * nr, x2);
+            _mm_storeu_ps(dk + 3 * nr, x3);
+          }
+          for (; k < kc; ++k) {
+            float* dk = d + k * nr + j0;
+            dk[0] = c0[k];
+            dk[1] = c1[k];
+            dk[2] = c2[k];
+            dk[3] = c3[k];
+          }
+        }
+      }
+#endif
       for (int64_t k = 0; k < kc; ++k) {
         const float* row = src + k * b.rowStride;
         float* dk = d + k * nr;
-        for (int64_t j = 0; j < cols; ++j) dk[j] = row[j * b.colStride];
+        for (int64_t j = j0; j < cols; ++j) dk[j] = row[j * b.colStride];
         for (int64_t j = cols; j < nr; ++j) dk[j] = 0.0f;
       }
     }
