@@ -315,6 +315,8 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
     { layout: 'bhsd', B: 1, H: 1, Sq: 2, Skv: 2000, D: 8, maskShape: [1, 2000] },
     { layout: 'bhsd', B: 1, H: 2, Sq: 100, Skv: 1700, D: 32, causal: true },
     { layout: 'bshd', B: 2, H: 1, Sq: 65, Skv: 1600, D: 16, padding: 'tensor', returnWeights: true },
+    { layout: 'bhsd', B: 1, H: 1, Sq: 300, Skv: 4097, D: 8, causal: true, maskShape: [1, 4097] },
+    { layout: 'bhds', B: 1, H: 1, Sq: 200, Skv: 4097, D: 4, Dv: 5 },
   ]);
 
   test('causal with seqQ > seqKV: the first seqQ - seqKV rows are exactly zero', () => {
