@@ -1,0 +1,193 @@
+/** Command-line options of mhsa-bench. A usage error throws {@link UsageError} (exit code 2). */
+import * as os from 'node:os';
+import { selectWorkloads, suiteWorkloads, type Suite, type Workload } from './workloads';
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+export interface Options {
+  workloads: Workload[];
+  suite: Suite;
+  /** True when --workload picked the workloads (the suite then only sets the defaults). */
+  explicitWorkloads: boolean;
+  threads: number[];
+  /** Seconds of timed calls per row, at least. */
+  minTime: number;
+  /** Timed calls per row, at least. */
+  repeat: number;
+  /** File to write the JSON report to; '-' writes it to stdout instead of the table. */
+  json?: string;
+  markdown: boolean;
+  /** Peer names to run (empty: mhsa only). */
+  peers: string[];
+  list: boolean;
+  help: boolean;
+  check: boolean;
+}
+
+export const PEER_NAMES = ['onnxruntime', 'onnxruntime-mha', 'tfjs-wasm', 'js'] as const;
+
+export const DEFAULTS: Record<Suite, { minTime: number; repeat: number }> = {
+  quick: { minTime: 0.3, repeat: 3 },
+  full: { minTime: 1.0, repeat: 5 },
+};
+
+export function defaultThreads(): number[] {
+  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  return cores > 1 ? [1, cores] : [1];
+}
+
+export const USAGE = `Usage: mhsa-bench [options]
+
+Times mhsa on the standard workloads (GEMM g_*, softmax s_*, attention a_*,
+the seed-004 ViT block m_*), checks every result against a float64 reference,
+and optionally runs the same problems on peer libraries.
+
+Options:
+  --suite quick|full     workload set and timing defaults (default: quick, < 1 min)
+  --workload LIST        comma-separated workload names (a * matches anything: g_*)
+  --threads LIST         thread counts, e.g. 1,2 (default: 1 and the core count)
+  --min-time SECONDS     timed seconds per row, at least (quick 0.3, full 1)
+  --repeat N             timed calls per row, at least (quick 3, full 5)
+  --peers[=LIST]         also run peers: onnxruntime, onnxruntime-mha, tfjs-wasm, js (default: all)
+  --json FILE            write the JSON report to FILE ('-': to stdout, no table)
+  --markdown             print the table as Markdown
+  --check                run every workload once at a small size and verify it; no timing
+  --list                 list the workloads and peers, then exit
+  -h, --help             show this help
+
+Exit codes: 0 success, 1 a wrong result (or an mhsa error), 2 a usage error.
+The JSON schema is documented in benchmarks/README.md.`;
+
+function positiveInt(opt: string, s: string): number {
+  if (!/^\d+$/.test(s) || Number(s) < 1 || Number(s) > 1024) {
+    throw new UsageError(`${opt} expects integers from 1 to 1024, received '${s}'`);
+  }
+  return Number(s);
+}
+
+export function parseArgs(argv: readonly string[]): Options {
+  let suite: Suite = 'quick';
+  let workloadList: string | undefined;
+  let threads: number[] | undefined;
+  let minTime: number | undefined;
+  let repeat: number | undefined;
+  let json: string | undefined;
+  let markdown = false;
+  let peers: string[] = [];
+  let list = false;
+  let help = false;
+  let check = false;
+
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('-')) throw new UsageError(`unexpected argument '${arg}' (options start with --; see --help)`);
+    const eq = arg.indexOf('=');
+    const name = eq >= 0 ? arg.slice(0, eq) : arg;
+    const inline = eq >= 0 ? arg.slice(eq + 1) : undefined;
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith('--')) throw new UsageError(`${name} needs a value (see --help)`);
+      i++;
+      return next;
+    };
+    const noValue = () => {
+      if (inline !== undefined) throw new UsageError(`${name} takes no value, received '${arg}'`);
+    };
+    switch (name) {
+      case '--suite': {
+        const v = value();
+        if (v !== 'quick' && v !== 'full') throw new UsageError(`--suite expects quick or full, received '${v}'`);
+        suite = v;
+        break;
+      }
+      case '--workload':
+      case '--workloads':
+        workloadList = value();
+        break;
+      case '--threads': {
+        const v = value();
+        threads = [...new Set(v.split(',').map((s) => positiveInt('--threads', s.trim())))];
+        break;
+      }
+      case '--min-time': {
+        const v = value();
+        const n = Number(v);
+        if (v.trim() === '' || !Number.isFinite(n) || n < 0 || n > 3600) {
+          throw new UsageError(`--min-time expects seconds from 0 to 3600, received '${v}'`);
+        }
+        minTime = n;
+        break;
+      }
+      case '--repeat':
+        repeat = positiveInt('--repeat', value());
+        break;
+      case '--json':
+        json = value();
+        break;
+      case '--markdown':
+        noValue();
+        markdown = true;
+        break;
+      case '--peers': {
+        if (inline === undefined) {
+          peers = [...PEER_NAMES];
+          break;
+        }
+        const names = inline.split(',').map((s) => s.trim()).filter((s) => s !== '');
+        const bad = names.filter((n) => !(PEER_NAMES as readonly string[]).includes(n));
+        if (bad.length > 0 || names.length === 0) {
+          throw new UsageError(`--peers= expects names from ${PEER_NAMES.join(', ')}, received '${inline}'`);
+        }
+        peers = PEER_NAMES.filter((n) => names.includes(n));
+        break;
+      }
+      case '--list':
+        noValue();
+        list = true;
+        break;
+      case '--check':
+        noValue();
+        check = true;
+        break;
+      case '-h':
+      case '--help':
+        noValue();
+        help = true;
+        break;
+      default:
+        throw new UsageError(`unknown option '${name}' (see --help)`);
+    }
+  }
+
+  let workloads: Workload[];
+  if (workloadList !== undefined) {
+    try {
+      workloads = selectWorkloads(workloadList);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  } else {
+    // --check covers every workload (at its small size) unless --workload narrows it.
+    workloads = suiteWorkloads(check ? 'full' : suite);
+  }
+  return {
+    workloads,
+    suite,
+    explicitWorkloads: workloadList !== undefined,
+    threads: threads ?? defaultThreads(),
+    minTime: minTime ?? DEFAULTS[suite].minTime,
+    repeat: repeat ?? DEFAULTS[suite].repeat,
+    json,
+    markdown,
+    peers,
+    list,
+    help,
+    check,
+  };
+}

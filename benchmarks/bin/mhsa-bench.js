@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * The mhsa-bench command (package.json "bin"; also `npm run bench`).
+ *
+ * Runs the compiled CLI, dist/benchmarks/cli.js (built with lib/ by `npm install`,
+ * `npm run build` or `npx tsc -p tsconfig.build.json`). When that is missing or
+ * older than a source file in benchmarks/ or lib/ (a checkout being edited), it runs
+ * the TypeScript sources through ts-node instead, if ts-node is installed.
+ */
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..', '..');
+const compiled = path.join(root, 'dist', 'benchmarks', 'cli.js');
+
+function mtime(file) {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return -1;
+  }
+}
+
+/** A .ts file under dir (recursively, not benchmarks/native or bin) newer than its compiled .js. */
+function staleSource(dir) {
+  let entries;
+  try {
+    entries = fs.readdirSync(path.join(root, dir), { withFileTypes: true });
+  } catch {
+    return null;
+  }
+  for (const e of entries) {
+    const rel = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      if (e.name === 'native' || e.name === 'bin') continue;
+      const s = staleSource(rel);
+      if (s) return s;
+    } else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) {
+      const js = path.join(root, 'dist', rel.replace(/\.ts$/, '.js'));
+      if (mtime(path.join(root, rel)) > mtime(js)) return rel;
+    }
+  }
+  return null;
+}
+
+function hasTsNode() {
+  try {
+    require.resolve('ts-node', { paths: [root] });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const stale = fs.existsSync(compiled) ? staleSource('benchmarks') || staleSource('lib') : 'dist/benchmarks/cli.js';
+let cli;
+if (stale && hasTsNode()) {
+  require(require.resolve('ts-node', { paths: [root] })).register({
+    project: path.join(root, 'tsconfig.json'),
+    transpileOnly: true,
+  });
+  cli = require(path.join(root, 'benchmarks', 'cli.ts'));
+} else if (fs.existsSync(compiled)) {
+  if (stale) process.stderr.write(`mhsa-bench: warning: dist/ is older than ${stale}; run \`npm run build\`\n`);
+  cli = require(compiled);
+} else {
+  process.stderr.write('mhsa-bench: dist/benchmarks/cli.js is missing: run `npm run build` (or `npx tsc -p tsconfig.build.json`)\n');
+  process.exit(1);
+}
+cli.run(process.argv.slice(2));

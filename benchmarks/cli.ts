@@ -1,0 +1,406 @@
+/**
+ * mhsa-bench: times mhsa (and optionally its peers) on the standard
+ * workloads, verifies every result against a float64 reference, and prints an
+ * aligned table (stdout) and/or a JSON report. Run `mhsa-bench --help`.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { info, setNumThreads, getNumThreads } from '../lib';
+import { native } from '../lib/native';
+import { parseArgs, USAGE, UsageError, type Options } from './args';
+import { makeInputs, type Inputs } from './data';
+import { mhsaImpl } from './mhsa-impl';
+import { PEERS, type Impl, type Prepared } from './peers';
+import { buildReference, relativeError, TOLERANCE, type Reference } from './reference';
+import { formatTable, legend, type Row } from './report';
+import { measure, once } from './runner';
+import { bytes, flops, outputLength, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
+
+export const SCHEMA = 'mhsa-bench/1';
+
+interface Peak {
+  threads: number;
+  gflops: number;
+  gbs: number;
+}
+
+/** Writes a one-line, overwritten progress bar on stderr (only when enabled). */
+class Progress {
+  private done = 0;
+  constructor(private readonly total: number, private readonly enabled: boolean) {}
+
+  show(label: string): void {
+    if (!this.enabled) return;
+    const width = 20;
+    const filled = this.total === 0 ? width : Math.round((this.done / this.total) * width);
+    const bar = '#'.repeat(filled) + '-'.repeat(width - filled);
+    const cols = process.stderr.columns || 100;
+    const text = `[${bar}] ${this.done}/${this.total} ${label}`;
+    process.stderr.write(`\r\x1b[K${text.slice(0, cols - 1)}`);
+  }
+
+  step(): void {
+    this.done++;
+  }
+
+  clear(): void {
+    if (this.enabled) process.stderr.write('\r\x1b[K');
+  }
+}
+
+function firstLine(e: unknown): string {
+  return String(e instanceof Error ? e.message : e).split('\n')[0];
+}
+
+function calibrate(threads: number[], quick: boolean): Peak[] {
+  // ~0.1 s of FMAs and 256 MiB read (128 MiB for quick runs) per thread count, best of 3 each.
+  return threads.map((t) => {
+    const r = native.calibrate(t, 2e7, (quick ? 128 : 256) * 2 ** 20);
+    return { threads: t, gflops: r.gflops, gbs: r.gbs };
+  });
+}
+
+function describeProblemLine(w: Workload): string {
+  return `${w.name.padEnd(10)} ${shapeString(w.problem).padEnd(28)} ${w.suites.includes('quick') ? 'quick ' : '      '}${w.metric.padEnd(8)} ${w.description}`;
+}
+
+function resolveModule(name: string): boolean {
+  try {
+    require.resolve(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function listText(): string {
+  const lines = ['Workloads (name, timed size, in quick suite, metric, description):', ''];
+  for (const w of WORKLOADS) lines.push(`  ${describeProblemLine(w)}`);
+  lines.push('', 'Peers (--peers[=LIST]):', '');
+  const peerPkgs: Record<string, string[]> = {
+    onnxruntime: ['onnxruntime-node', 'onnx-proto'],
+    'onnxruntime-mha': ['onnxruntime-node', 'onnx-proto'],
+    'tfjs-wasm': ['@tensorflow/tfjs', '@tensorflow/tfjs-backend-wasm'],
+    js: [],
+  };
+  for (const p of PEERS) {
+    const pkgs = peerPkgs[p.name] ?? [];
+    const missing = pkgs.filter((n) => !resolveModule(n));
+    const state = missing.length === 0 ? 'available' : `not installed: ${missing.join(', ')}`;
+    lines.push(`  ${p.name.padEnd(12)} ${(pkgs.join(' + ') || 'built in').padEnd(46)} ${state}`);
+  }
+  return lines.join('\n');
+}
+
+interface Context {
+  opts: Options;
+  out: (s: string) => void;
+  loud: (s: string) => void;
+  peaks: Map<number, Peak>;
+}
+
+/** The (impl × threads) rows of one workload. */
+async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: Progress, rows: Row[]): Promise<void> {
+  const { opts } = ctx;
+  const p: Problem = opts.check ? w.small : w.problem;
+  const shape = shapeString(p);
+  const inputs: Inputs = makeInputs(p, `${w.name}:${shape}`);
+  let ref: Reference | undefined;
+  const f = flops(p);
+  const nbytes = bytes(p);
+  const mhsaMedian = new Map<number, number>();
+
+  for (const threads of opts.threads) {
+    for (const impl of impls) {
+      const base: Row = {
+        workload: w.name, shape, threads, impl: impl.name, status: 'skipped',
+        median_ms: null, min_ms: null, max_ms: null, samples: null, metric: w.metric,
+        gflops: null, gbs: null, pct_peak: null, rss_mb: null, rel_err: null, checked: null, vs_mhsa: null, note: null,
+        problem: p,
+      };
+      const skip = threads > impl.maxThreads
+        ? `${impl.name} runs on ${impl.maxThreads} thread${impl.maxThreads > 1 ? 's' : ''} at most`
+        : impl.supports(p);
+      if (skip) {
+        rows.push({ ...base, note: skip });
+        continue;
+      }
+      progress.show(`${w.name} · ${threads} thr · ${impl.name}`);
+      let prepared: Prepared | undefined;
+      try {
+        ref ??= buildReference(p, inputs, opts.check);
+        prepared = withFault(impl, await impl.prepare(p, inputs, threads));
+        let output: Float32Array;
+        const row: Row = { ...base, status: 'ok', checked: ref.indices.length };
+        if (opts.check) {
+          output = await once(prepared);
+        } else {
+          const m = await measure(prepared, { minTime: opts.minTime, repeat: opts.repeat });
+          output = m.output;
+          const sec = m.medianMs / 1000;
+          const peak = ctx.peaks.get(threads);
+          Object.assign(row, {
+            median_ms: m.medianMs, min_ms: m.minMs, max_ms: m.maxMs, samples: m.samples.length, rss_mb: m.rssMb,
+            gflops: w.metric === 'GB/s' && p.kind === 'softmax' ? null : f / sec / 1e9,
+            gbs: w.metric === 'GB/s' ? nbytes / sec / 1e9 : null,
+          });
+          if (peak) {
+            row.pct_peak = w.metric === 'GB/s' ? (100 * row.gbs!) / peak.gbs : (100 * row.gflops!) / peak.gflops;
+          }
+        }
+        if (prepared.canonical) output = prepared.canonical(output);
+        const err = relativeError(output, ref, outputLength(p));
+        row.rel_err = Number.isFinite(err) ? err : null;
+        if (!(err <= TOLERANCE)) {
+          // A wrong result is never reported as a timing.
+          Object.assign(row, { status: 'wrong', median_ms: null, min_ms: null, max_ms: null, gflops: null, gbs: null, pct_peak: null });
+          row.note = `wrong result: rel err ${Number.isNaN(err) ? 'NaN (non-finite output or wrong length)' : err.toExponential(2)} > ${TOLERANCE}`;
+          progress.clear();
+          ctx.loud(`mhsa-bench: WRONG RESULT: ${impl.name} on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${row.note}`);
+        } else if (impl.name === 'mhsa' && row.median_ms !== null) {
+          mhsaMedian.set(threads, row.median_ms);
+        }
+        rows.push(row);
+      } catch (e) {
+        progress.clear();
+        const note = `error: ${firstLine(e)}`;
+        ctx.loud(`mhsa-bench: ${impl.name} failed on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${firstLine(e)}`);
+        rows.push({ ...base, status: 'error', note });
+      } finally {
+        if (prepared) {
+          try {
+            await prepared.dispose();
+          } catch {
+            // nothing useful to do
+          }
+        }
+        progress.step();
+      }
+    }
+  }
+  for (const r of rows) {
+    if (r.workload !== w.name || r.impl === 'mhsa' || r.median_ms === null) continue;
+    const m = mhsaMedian.get(r.threads);
+    if (m !== undefined) r.vs_mhsa = r.median_ms / m;
+  }
+}
+
+function plannedCount(opts: Options, impls: Impl[]): number {
+  let n = 0;
+  for (const w of opts.workloads) {
+    const p = opts.check ? w.small : w.problem;
+    for (const t of opts.threads) for (const i of impls) if (t <= i.maxThreads && !i.supports(p)) n++;
+  }
+  return n;
+}
+
+/** Skipped rows, collapsed to one note per (impl, reason). */
+function skipNotes(rows: readonly Row[], workloadCount: number): string[] {
+  const byReason = new Map<string, Map<number, string[]>>();
+  for (const r of rows) {
+    if (r.status !== 'skipped') continue;
+    const key = `${r.impl}: ${r.note}`;
+    const perThreads = byReason.get(key) ?? new Map<number, string[]>();
+    byReason.set(key, perThreads);
+    perThreads.set(r.threads, [...(perThreads.get(r.threads) ?? []), r.workload]);
+  }
+  return [...byReason].map(([key, perThreads]) => {
+    const lists = [...perThreads];
+    const names = (ws: string[]) => (ws.length === workloadCount ? 'every workload' : ws.join(', '));
+    const same = lists.every(([, ws]) => ws.join() === lists[0][1].join());
+    const where = same
+      ? `${names(lists[0][1])} at ${lists.map(([t]) => t).join(' and ')} thr`
+      : lists.map(([t, ws]) => `${names(ws)} at ${t} thr`).join('; ');
+    return `note: skipped ${key} (${where})`;
+  });
+}
+
+/**
+ * Testing hook: MHSA_BENCH_FAULT=<impl> adds 1 to element 0 of that impl's
+ * every output, so tests can see a wrong result reported (exit code 1).
+ */
+function withFault(impl: Impl, prepared: Prepared): Prepared {
+  if (process.env.MHSA_BENCH_FAULT !== impl.name) return prepared;
+  return {
+    ...prepared,
+    run: () => {
+      const r = prepared.run();
+      const spoil = (y: Float32Array) => {
+        if (y.length > 0) y[0] += 1;
+        return y;
+      };
+      return r instanceof Promise ? r.then(spoil) : spoil(r);
+    },
+  };
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  let opts: Options;
+  try {
+    opts = parseArgs(argv);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`mhsa-bench: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  if (opts.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (opts.list) {
+    process.stdout.write(`${listText()}\n`);
+    return 0;
+  }
+
+  const jsonToStdout = opts.json === '-';
+  // Everything but the JSON goes to stderr when stdout carries the JSON.
+  const out = (s: string) => (jsonToStdout ? process.stderr : process.stdout).write(`${s}\n`);
+  const loud = (s: string) => process.stderr.write(`${s}\n`);
+  const started = new Date();
+  const t0 = Date.now();
+  const loadStart = os.loadavg();
+  const threadsBefore = getNumThreads();
+  const mhsaInfo = info();
+  out(`mhsa-bench ${opts.check ? 'check' : opts.explicitWorkloads ? 'custom' : opts.suite} · ${os.cpus()[0]?.model ?? 'unknown CPU'} · ${os.cpus().length} cores · Node ${process.versions.node}`);
+  out(`info(): ${JSON.stringify(mhsaInfo)}`);
+
+  const impls: Impl[] = [];
+  const implInfo: { impl: string; label: string; available: boolean; note: string | null; timed: Record<string, string> }[] = [];
+  const notes: string[] = [];
+  const candidates: Impl[] = [mhsaImpl, ...PEERS.filter((p) => opts.peers.includes(p.name))];
+  for (const impl of candidates) {
+    let reason: string | null;
+    try {
+      reason = await impl.load();
+    } catch (e) {
+      reason = `failed to load (${firstLine(e)})`;
+    }
+    implInfo.push({ impl: impl.name, label: impl.label, available: reason === null, note: reason, timed: { ...impl.timed } });
+    if (reason === null) impls.push(impl);
+    else notes.push(`note: skipped ${impl.name}: ${reason}`);
+  }
+  if (impls.length > 1) out(`impls: ${impls.map((i) => i.label).join(' · ')}`);
+  for (const n of notes) out(n);
+
+  const peaks = new Map<number, Peak>();
+  let calibration: { start: Peak[]; end: Peak[] | null } | null = null;
+  if (!opts.check) {
+    const start = calibrate(opts.threads, opts.suite === 'quick' && !opts.explicitWorkloads);
+    for (const p of start) peaks.set(p.threads, p);
+    calibration = { start, end: null };
+    out(
+      `peak (measured at start-up): ${start
+        .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s FMA, ${p.gbs.toFixed(1)} GB/s read`)
+        .join(' · ')}`,
+    );
+    out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  } else {
+    out(`check: every workload once at a small size, all output elements against float64 (tolerance ${TOLERANCE})`);
+  }
+
+  const progress = new Progress(plannedCount(opts, impls), process.stderr.isTTY === true && opts.json === undefined);
+  const rows: Row[] = [];
+  const ctx: Context = { opts, out, loud, peaks };
+  try {
+    for (const w of opts.workloads) await runWorkload(ctx, w, impls, progress, rows);
+  } finally {
+    progress.clear();
+    setNumThreads(threadsBefore);
+  }
+
+  if (calibration && opts.suite === 'full') {
+    // Calibrate again at the end: a busy machine shows as a difference; % peak uses the best of both.
+    const end = calibrate(opts.threads, false);
+    calibration.end = end;
+    out(
+      `peak (measured again at the end): ${end
+        .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s, ${p.gbs.toFixed(1)} GB/s`)
+        .join(' · ')}`,
+    );
+    for (const e of end) {
+      const s = peaks.get(e.threads)!;
+      const best = { threads: e.threads, gflops: Math.max(s.gflops, e.gflops), gbs: Math.max(s.gbs, e.gbs) };
+      if (best.gflops !== s.gflops || best.gbs !== s.gbs) {
+        peaks.set(e.threads, best);
+        for (const r of rows) {
+          if (r.threads !== e.threads || r.pct_peak === null) continue;
+          r.pct_peak = r.metric === 'GB/s' ? (100 * r.gbs!) / best.gbs : (100 * r.gflops!) / best.gflops;
+        }
+      }
+    }
+  }
+
+  out('');
+  out(formatTable(rows, { markdown: opts.markdown, check: opts.check }));
+  out('');
+  if (!opts.check) out(legend(rows.some((r) => r.impl !== 'mhsa' && r.status !== 'skipped')));
+  for (const n of skipNotes(rows, opts.workloads.length)) out(n);
+
+  const wrong = rows.filter((r) => r.status === 'wrong');
+  const failed = rows.filter((r) => r.status === 'error');
+  const mhsaFailed = failed.filter((r) => r.impl === 'mhsa');
+  for (const r of [...wrong, ...failed]) out(`${r.status.toUpperCase()}: ${r.impl} ${r.workload} ${r.threads} thr: ${r.note}`);
+  const elapsed = (Date.now() - t0) / 1000;
+  out(
+    `${rows.filter((r) => r.status === 'ok').length} ok, ${wrong.length} wrong, ${failed.length} errors, ` +
+      `${rows.filter((r) => r.status === 'skipped').length} skipped in ${elapsed.toFixed(1)} s` +
+      (opts.check ? '' : `; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`),
+  );
+
+  if (opts.json !== undefined) {
+    const report = {
+      schema: SCHEMA,
+      command: `mhsa-bench ${argv.join(' ')}`.trim(),
+      date: started.toISOString(),
+      elapsed_s: elapsed,
+      host: {
+        cpu: os.cpus()[0]?.model ?? null,
+        cores: os.cpus().length,
+        platform: `${process.platform}-${process.arch}`,
+        node: process.versions.node,
+        loadavg_start: loadStart,
+        loadavg_end: os.loadavg(),
+      },
+      info: mhsaInfo,
+      calibration,
+      settings: {
+        mode: opts.check ? 'check' : 'timing',
+        suite: opts.suite,
+        workloads: opts.workloads.map((w) => w.name),
+        threads: opts.threads,
+        min_time_s: opts.minTime,
+        repeat: opts.repeat,
+        tolerance: TOLERANCE,
+      },
+      impls: implInfo,
+      results: rows.map(({ problem, ...r }) => ({ ...r, problem })),
+    };
+    const text = `${JSON.stringify(report, null, 2)}\n`;
+    if (jsonToStdout) process.stdout.write(text);
+    else {
+      fs.mkdirSync(path.dirname(path.resolve(opts.json)), { recursive: true });
+      fs.writeFileSync(opts.json, text);
+      out(`JSON report written to ${opts.json}`);
+    }
+  }
+  return wrong.length > 0 || mhsaFailed.length > 0 ? 1 : 0;
+}
+
+/** Runs main() and exits with its code (peers may keep thread pools or workers alive). */
+export function run(argv: readonly string[]): void {
+  main(argv).then(
+    (code) => {
+      process.exitCode = code;
+      setImmediate(() => process.exit(code));
+    },
+    (e) => {
+      process.stderr.write(`mhsa-bench: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      process.exit(1);
+    },
+  );
+}
+
+if (require.main === module) run(process.argv.slice(2));

@@ -1,0 +1,132 @@
+/**
+ * mhsa itself behind the adapter interface. Every call writes into a
+ * preallocated `out` (the allocation-free path a hot loop uses); the output
+ * is filled with NaN before each timed call, untimed, so a call that wrote
+ * nothing can never pass the check with a previous call's numbers.
+ */
+import * as lib from '../lib';
+import { attention, info, layerNorm, matmul, setNumThreads, softmax, type Tensor } from '../lib';
+import type { Inputs } from './data';
+import type { Impl, Prepared } from './peers/types';
+import { outputLength, type Problem } from './workloads';
+
+function t(data: Float32Array, shape: number[]): Tensor {
+  return { data, shape };
+}
+
+/** The slice of lib/block.ts's MultiHeadSelfAttention used here. */
+interface BlockClass {
+  new (config: {
+    dim: number;
+    heads: number;
+    dimHead: number;
+    weights: { qkvWeight: Tensor; outWeight: Tensor; outBias: Tensor };
+    norm: { weight: Tensor; bias: Tensor };
+    eps: number;
+  }): { forward(x: Tensor, options: { out: Tensor }): Tensor };
+}
+
+/**
+ * The package's block class when this build exports it (looked up at run
+ * time, so the benchmarks also run against a build without it).
+ */
+export function blockClass(): BlockClass | undefined {
+  const c = (lib as Record<string, unknown>).MultiHeadSelfAttention;
+  return typeof c === 'function' ? (c as BlockClass) : undefined;
+}
+
+const BLOCK_OPS =
+  'layerNorm → three matmul(x, W{q,k,v}, { transposeB }) on row slices of the fused Wqkv (no copy) → ' +
+  'attention(q, k, v, { heads }) on the packed [B, N, inner] projections → matmul(o, Wo, { transposeB, c: bias })';
+
+export const mhsaImpl: Impl = {
+  name: 'mhsa',
+  label: 'mhsa',
+  maxThreads: 1024,
+  timed: {
+    gemm: 'matmul(a, b, { out })',
+    softmax: 'softmax(x, { out })',
+    attention: "attention(q, k, v, { causal, out }) on 'bhsd' [B, H, N, d] inputs",
+    block: BLOCK_OPS,
+  },
+  async load() {
+    const i = info();
+    this.label = `mhsa ${i.version} (${i.isa}${i.blas ? `, ${i.blas}` : ''})`;
+    (this.timed as Record<string, string>).block = blockClass()
+      ? 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x, { out }) (lib/block.ts: ' +
+        'LayerNorm → q, k, v matmuls on row slices of the fused weight → attention with heads → output matmul + bias, workspace reused)'
+      : BLOCK_OPS;
+    return null;
+  },
+  supports() {
+    return null;
+  },
+  async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+    setNumThreads(threads);
+    const out = new Float32Array(outputLength(p));
+    const beforeRun = () => out.fill(NaN);
+    const dispose = () => {};
+    if (p.kind === 'gemm' && x.kind === 'gemm') {
+      const a = t(x.a, [p.M, p.K]);
+      const b = t(x.b, [p.K, p.N]);
+      const o = t(out, [p.M, p.N]);
+      return { beforeRun, dispose, run: () => matmul(a, b, { out: o }).data };
+    }
+    if (p.kind === 'softmax' && x.kind === 'softmax') {
+      const xs = t(x.x, [p.rows, p.cols]);
+      const o = t(out, [p.rows, p.cols]);
+      return { beforeRun, dispose, run: () => softmax(xs, { out: o }).data };
+    }
+    if (p.kind === 'attention' && x.kind === 'attention') {
+      const q = t(x.q, [p.B, p.H, p.Nq, p.d]);
+      const k = t(x.k, [p.B, p.H, p.Nkv, p.d]);
+      const v = t(x.v, [p.B, p.H, p.Nkv, p.d]);
+      const o = t(out, [p.B, p.H, p.Nq, p.d]);
+      const opts = { causal: p.causal, out: o };
+      return { beforeRun, dispose, run: () => attention(q, k, v, opts).data };
+    }
+    if (p.kind === 'block' && x.kind === 'block') {
+      const { B, N, dim, heads } = p;
+      const Block = blockClass();
+      if (Block) {
+        const inner = heads * p.dimHead;
+        const block = new Block({
+          dim, heads, dimHead: p.dimHead, eps: 1e-5,
+          weights: { qkvWeight: t(x.wqkv, [3 * inner, dim]), outWeight: t(x.wo, [dim, inner]), outBias: t(x.bo, [dim]) },
+          norm: { weight: t(x.gamma, [dim]), bias: t(x.beta, [dim]) },
+        });
+        const xs = t(x.x, [B, N, dim]);
+        const y = t(out, [B, N, dim]);
+        return { beforeRun, dispose, run: () => block.forward(xs, { out: y }).data };
+      }
+      const inner = heads * p.dimHead;
+      const xs = t(x.x, [B, N, dim]);
+      const ln = t(new Float32Array(B * N * dim), [B, N, dim]);
+      // Wqkv [3·inner, dim]: rows [0, inner) project q, then k, then v; each slice is contiguous.
+      const w = (i: number) => t(x.wqkv.subarray(i * inner * dim, (i + 1) * inner * dim), [inner, dim]);
+      const wq = w(0), wk = w(1), wv = w(2);
+      const q = t(new Float32Array(B * N * inner), [B, N, inner]);
+      const k = t(new Float32Array(B * N * inner), [B, N, inner]);
+      const v = t(new Float32Array(B * N * inner), [B, N, inner]);
+      const o = t(new Float32Array(B * N * inner), [B, N, inner]);
+      const wo = t(x.wo, [dim, inner]);
+      const bo = t(x.bo, [dim]);
+      const gamma = t(x.gamma, [dim]);
+      const beta = t(x.beta, [dim]);
+      const y = t(out, [B, N, dim]);
+      return {
+        beforeRun,
+        dispose,
+        run: () => {
+          layerNorm(xs, { weight: gamma, bias: beta, eps: 1e-5, out: ln });
+          matmul(ln, wq, { transposeB: true, out: q });
+          matmul(ln, wk, { transposeB: true, out: k });
+          matmul(ln, wv, { transposeB: true, out: v });
+          attention(q, k, v, { heads, out: o });
+          return matmul(o, wo, { transposeB: true, c: bo, out: y }).data;
+        },
+      };
+    }
+    throw new Error(`mhsa: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
+  },
+};

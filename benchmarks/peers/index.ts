@@ -1,0 +1,9 @@
+/** The peers, in report order. Each is one file in this folder behind the {@link Impl} interface. */
+import { jsImpl } from './js';
+import { onnxruntimeImpl, onnxruntimeMhaImpl } from './onnxruntime';
+import { tfjsWasmImpl } from './tfjs-wasm';
+import type { Impl } from './types';
+
+export type { Impl, Prepared } from './types';
+
+export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, tfjsWasmImpl, jsImpl];

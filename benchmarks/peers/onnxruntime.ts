@@ -1,0 +1,309 @@
+/**
+ * onnxruntime-node (CPU execution provider), on ONNX models built in memory
+ * with onnx-proto: MatMul, Softmax, the opset-23 Attention op for SDPA, and
+ * the seed-004 block as a graph (LayerNormalization → MatMul → Split →
+ * com.microsoft MultiHeadAttention → MatMul → Add). Every tensor but the
+ * block's weights is a graph input (no constant folding or prepacking of a
+ * GEMM operand); the block's weights are initializers, as an exported model
+ * has them. intra-op threads = the row's thread count, inter-op threads 1,
+ * sequential execution, all graph optimizations.
+ *
+ * Both packages are loaded with require() at run time: when either is missing
+ * this peer is skipped with a note.
+ */
+import type { AttentionInputs, Inputs } from '../data';
+import type { AttentionProblem, Problem } from '../workloads';
+import type { Impl, Prepared } from './types';
+
+interface OrtTensor {
+  data: unknown;
+  dims: readonly number[];
+}
+interface OrtSession {
+  run(feeds: Record<string, OrtTensor>): Promise<Record<string, OrtTensor>>;
+  release(): Promise<void>;
+}
+interface OrtModule {
+  Tensor: new (type: 'float32', data: Float32Array, dims: readonly number[]) => OrtTensor;
+  InferenceSession: { create(model: Uint8Array, options: Record<string, unknown>): Promise<OrtSession> };
+  env: { versions?: { node?: string; common?: string } };
+}
+interface OnnxProto {
+  onnx: { ModelProto: { encode(message: unknown): { finish(): Uint8Array } } };
+}
+
+const FLOAT = 1; // TensorProto.DataType.FLOAT
+const INT64 = 7;
+const ATTR_INT = 2; // AttributeProto.AttributeType.INT
+const ATTR_FLOAT = 1;
+
+let ort: OrtModule | undefined;
+let proto: OnnxProto | undefined;
+
+interface NodeSpec {
+  opType: string;
+  domain?: string;
+  input: string[];
+  output: string[];
+  attribute?: unknown[];
+}
+
+function valueInfo(name: string, dims: readonly number[]) {
+  return { name, type: { tensorType: { elemType: FLOAT, shape: { dim: dims.map((d) => ({ dimValue: d })) } } } };
+}
+
+function intAttr(name: string, i: number) {
+  return { name, type: ATTR_INT, i };
+}
+
+function floatAttr(name: string, f: number) {
+  return { name, type: ATTR_FLOAT, f };
+}
+
+function floatInit(name: string, dims: number[], data: Float32Array) {
+  return { name, dims, dataType: FLOAT, rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice() };
+}
+
+function int64Init(name: string, values: number[]) {
+  const b = BigInt64Array.from(values.map((v) => BigInt(v)));
+  return { name, dims: [values.length], dataType: INT64, rawData: new Uint8Array(b.buffer) };
+}
+
+/** Serializes a one-graph model. */
+function model(
+  nodes: NodeSpec[],
+  inputs: [string, readonly number[]][],
+  outputs: [string, readonly number[]][],
+  opsets: [string, number][],
+  initializers: unknown[] = [],
+): Uint8Array {
+  const m = {
+    irVersion: 10,
+    producerName: 'mhsa-bench',
+    opsetImport: opsets.map(([domain, version]) => ({ domain, version })),
+    graph: {
+      name: 'bench',
+      node: nodes,
+      input: inputs.map(([n, d]) => valueInfo(n, d)),
+      output: outputs.map(([n, d]) => valueInfo(n, d)),
+      initializer: initializers,
+    },
+  };
+  return proto!.onnx.ModelProto.encode(m).finish();
+}
+
+/** b [rows, cols] → bᵀ [cols, rows]. */
+function transpose(b: Float32Array, rows: number, cols: number): Float32Array {
+  const t = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = b[r * cols + c];
+  return t;
+}
+
+interface Graph {
+  bytes: Uint8Array;
+  feeds: Record<string, OrtTensor>;
+  output: string;
+  /** Re-lays the output out into the canonical layout, for the check only (untimed). */
+  canonical?: (y: Float32Array) => Float32Array;
+}
+
+/** [B, H, N, d] → [B, N, H·d] (for MultiHeadAttention's packed inputs). */
+function bhsdToBshd(x: Float32Array, B: number, H: number, N: number, d: number): Float32Array {
+  const y = new Float32Array(x.length);
+  for (let b = 0; b < B; b++)
+    for (let h = 0; h < H; h++)
+      for (let n = 0; n < N; n++) {
+        const src = ((b * H + h) * N + n) * d;
+        y.set(x.subarray(src, src + d), ((b * N + n) * H + h) * d);
+      }
+  return y;
+}
+
+/** [B, N, H·d] → [B, H, N, d]. */
+function bshdToBhsd(x: Float32Array, B: number, H: number, N: number, d: number): Float32Array {
+  const y = new Float32Array(x.length);
+  for (let b = 0; b < B; b++)
+    for (let h = 0; h < H; h++)
+      for (let n = 0; n < N; n++) {
+        const dst = ((b * H + h) * N + n) * d;
+        y.set(x.subarray(((b * N + n) * H + h) * d, ((b * N + n) * H + h) * d + d), dst);
+      }
+  return y;
+}
+
+/** SDPA as one com.microsoft MultiHeadAttention node on packed [B, N, H·d] q, k, v. */
+function mhaGraph(p: AttentionProblem, x: AttentionInputs): Graph {
+  const { B, H, Nq, Nkv, d } = p;
+  const T = (data: Float32Array, dims: number[]) => new ort!.Tensor('float32', data, dims);
+  const attrs = [intAttr('num_heads', H), ...(p.causal ? [intAttr('unidirectional', 1)] : [])];
+  return {
+    bytes: model(
+      [{ opType: 'MultiHeadAttention', domain: 'com.microsoft', input: ['q', 'k', 'v'], output: ['y'], attribute: attrs }],
+      [['q', [B, Nq, H * d]], ['k', [B, Nkv, H * d]], ['v', [B, Nkv, H * d]]],
+      [['y', [B, Nq, H * d]]],
+      [['', 17], ['com.microsoft', 1]],
+    ),
+    feeds: {
+      q: T(bhsdToBshd(x.q, B, H, Nq, d), [B, Nq, H * d]),
+      k: T(bhsdToBshd(x.k, B, H, Nkv, d), [B, Nkv, H * d]),
+      v: T(bhsdToBshd(x.v, B, H, Nkv, d), [B, Nkv, H * d]),
+    },
+    output: 'y',
+    canonical: (y) => bshdToBhsd(y, B, H, Nq, d),
+  };
+}
+
+function buildGraph(p: Problem, x: Inputs): Graph {
+  const T = (data: Float32Array, dims: number[]) => new ort!.Tensor('float32', data, dims);
+  if (p.kind === 'gemm' && x.kind === 'gemm') {
+    const { M, K, N } = p;
+    return {
+      bytes: model([{ opType: 'MatMul', input: ['a', 'b'], output: ['c'] }], [['a', [M, K]], ['b', [K, N]]], [['c', [M, N]]], [['', 17]]),
+      feeds: { a: T(x.a, [M, K]), b: T(x.b, [K, N]) },
+      output: 'c',
+    };
+  }
+  if (p.kind === 'softmax' && x.kind === 'softmax') {
+    const dims = [p.rows, p.cols];
+    return {
+      bytes: model([{ opType: 'Softmax', input: ['x'], output: ['y'], attribute: [intAttr('axis', -1)] }], [['x', dims]], [['y', dims]], [['', 17]]),
+      feeds: { x: T(x.x, dims) },
+      output: 'y',
+    };
+  }
+  if (p.kind === 'attention' && x.kind === 'attention') {
+    const qd = [p.B, p.H, p.Nq, p.d];
+    const kd = [p.B, p.H, p.Nkv, p.d];
+    const attrs = p.causal ? [intAttr('is_causal', 1)] : [];
+    return {
+      bytes: model(
+        [{ opType: 'Attention', input: ['q', 'k', 'v'], output: ['y'], attribute: attrs }],
+        [['q', qd], ['k', kd], ['v', kd]],
+        [['y', qd]],
+        [['', 23]],
+      ),
+      feeds: { q: T(x.q, qd), k: T(x.k, kd), v: T(x.v, kd) },
+      output: 'y',
+    };
+  }
+  if (p.kind === 'block' && x.kind === 'block') {
+    const { B, N, dim, heads } = p;
+    const inner = heads * p.dimHead;
+    const nodes: NodeSpec[] = [
+      { opType: 'LayerNormalization', input: ['x', 'gamma', 'beta'], output: ['ln'], attribute: [intAttr('axis', -1), floatAttr('epsilon', 1e-5)] },
+      { opType: 'MatMul', input: ['ln', 'wqkv_t'], output: ['qkv'] },
+      { opType: 'Split', input: ['qkv', 'split'], output: ['q', 'k', 'v'], attribute: [intAttr('axis', 2)] },
+      { opType: 'MultiHeadAttention', domain: 'com.microsoft', input: ['q', 'k', 'v'], output: ['o'], attribute: [intAttr('num_heads', heads)] },
+      { opType: 'MatMul', input: ['o', 'wo_t'], output: ['y0'] },
+      { opType: 'Add', input: ['y0', 'bo'], output: ['y'] },
+    ];
+    const inits = [
+      floatInit('gamma', [dim], x.gamma),
+      floatInit('beta', [dim], x.beta),
+      floatInit('wqkv_t', [dim, 3 * inner], transpose(x.wqkv, 3 * inner, dim)),
+      int64Init('split', [inner, inner, inner]),
+      floatInit('wo_t', [inner, dim], transpose(x.wo, dim, inner)),
+      floatInit('bo', [dim], x.bo),
+    ];
+    return {
+      bytes: model(nodes, [['x', [B, N, dim]]], [['y', [B, N, dim]]], [['', 17], ['com.microsoft', 1]], inits),
+      feeds: { x: T(x.x, [B, N, dim]) },
+      output: 'y',
+    };
+  }
+  throw new Error(`onnxruntime: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
+}
+
+/** Loads both packages once; null when ready, else why not. */
+let loaded: Promise<string | null> | undefined;
+function loadOrt(): Promise<string | null> {
+  loaded ??= (async () => {
+    try {
+      ort = require('onnxruntime-node') as OrtModule;
+    } catch (e) {
+      return `onnxruntime-node is not installed (${firstLine(e)})`;
+    }
+    try {
+      proto = require('onnx-proto') as OnnxProto;
+    } catch (e) {
+      return `onnx-proto is not installed, needed to build the models (${firstLine(e)})`;
+    }
+    return null;
+  })();
+  return loaded;
+}
+
+function ortVersion(): string {
+  return ort?.env.versions?.node ?? ort?.env.versions?.common ?? '?';
+}
+
+async function session(g: Graph, threads: number): Promise<Prepared> {
+  const s = await ort!.InferenceSession.create(g.bytes, {
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+    logSeverityLevel: 3,
+  });
+  return {
+    run: async () => {
+      const r = await s.run(g.feeds);
+      return r[g.output].data as Float32Array;
+    },
+    canonical: g.canonical,
+    dispose: () => s.release(),
+  };
+}
+
+export const onnxruntimeImpl: Impl = {
+  name: 'onnxruntime',
+  label: 'onnxruntime-node',
+  maxThreads: 1024,
+  timed: {
+    gemm: 'session.run of a MatMul model (a, b as inputs), output copied to JS',
+    softmax: 'session.run of a Softmax(axis=-1) model',
+    attention: 'session.run of an opset-23 Attention model on [B, H, N, d] q, k, v (is_causal for causal)',
+    block: 'session.run of LayerNormalization → MatMul → Split → com.microsoft MultiHeadAttention → MatMul → Add (weights as initializers)',
+  },
+  async load() {
+    const reason = await loadOrt();
+    if (reason === null) this.label = `onnxruntime-node ${ortVersion()} (CPU EP)`;
+    return reason;
+  },
+  supports() {
+    return null;
+  },
+  async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+    return session(buildGraph(p, x), threads);
+  },
+};
+
+/**
+ * The attention workloads through com.microsoft MultiHeadAttention instead:
+ * q, k, v re-laid out once (untimed) to its packed [B, N, H·d] inputs;
+ * `unidirectional` for causal. The output is re-laid out for the check only.
+ */
+export const onnxruntimeMhaImpl: Impl = {
+  name: 'onnxruntime-mha',
+  label: 'onnxruntime-node MultiHeadAttention',
+  maxThreads: 1024,
+  timed: {
+    attention: 'session.run of a com.microsoft MultiHeadAttention model on packed [B, N, H·d] q, k, v (unidirectional for causal)',
+  },
+  async load() {
+    const reason = await loadOrt();
+    if (reason === null) this.label = `onnxruntime-node ${ortVersion()} com.microsoft MultiHeadAttention`;
+    return reason;
+  },
+  supports(p: Problem) {
+    return p.kind === 'attention' ? null : 'onnxruntime-mha runs the attention workloads only';
+  },
+  async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+    if (p.kind !== 'attention' || x.kind !== 'attention') throw new Error('onnxruntime-mha: attention workloads only');
+    return session(mhaGraph(p, x), threads);
+  },
+};
+
+function firstLine(e: unknown): string {
+  return String(e instanceof Error ? e.message : e).split('\n')[0];
+}

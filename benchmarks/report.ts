@@ -1,0 +1,120 @@
+/** Result rows, the aligned text / Markdown table, and the JSON report. */
+import type { Metric, Problem } from './workloads';
+
+export type Status = 'ok' | 'wrong' | 'error' | 'skipped';
+
+/** One (workload, threads, impl) result: the JSON report's `results[]` entry. */
+export interface Row {
+  workload: string;
+  shape: string;
+  threads: number;
+  impl: string;
+  status: Status;
+  median_ms: number | null;
+  min_ms: number | null;
+  max_ms: number | null;
+  samples: number | null;
+  metric: Metric;
+  gflops: number | null;
+  gbs: number | null;
+  pct_peak: number | null;
+  rss_mb: number | null;
+  rel_err: number | null;
+  checked: number | null;
+  vs_mhsa: number | null;
+  note: string | null;
+  problem: Problem;
+}
+
+function fmtMs(x: number | null): string {
+  if (x === null) return '';
+  if (x >= 100) return x.toFixed(0);
+  if (x >= 10) return x.toFixed(1);
+  if (x >= 1) return x.toFixed(2);
+  return x.toFixed(3);
+}
+
+function fmtRate(r: Row): string {
+  const v = r.metric === 'GB/s' ? r.gbs : r.gflops;
+  if (v === null) return '';
+  return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ${r.metric === 'GB/s' ? 'GB/s' : 'GF/s'}`;
+}
+
+function fmtErr(x: number | null): string {
+  return x === null ? 'NaN' : x === 0 ? '0' : x.toExponential(1);
+}
+
+/** The cells of a row, for the timing table. */
+function timingCells(r: Row): string[] {
+  const bad = r.status === 'wrong' ? 'WRONG' : r.status === 'error' ? 'ERROR' : '';
+  return [
+    r.workload,
+    r.shape,
+    String(r.threads),
+    r.impl,
+    bad || fmtMs(r.median_ms),
+    bad ? '' : fmtMs(r.min_ms),
+    bad ? '' : fmtMs(r.max_ms),
+    bad ? '' : fmtRate(r),
+    r.pct_peak === null ? '' : `${r.pct_peak.toFixed(0)}%`,
+    r.rss_mb === null ? '' : r.rss_mb.toFixed(1),
+    r.status === 'error' ? '' : fmtErr(r.rel_err),
+    r.vs_mhsa === null ? '' : `${r.vs_mhsa.toFixed(2)}x`,
+  ];
+}
+
+const TIMING_HEAD = ['workload', 'shape', 'thr', 'impl', 'median ms', 'min ms', 'max ms', 'rate', '% peak', 'RSS MB', 'rel err', 'mhsa x'];
+const TIMING_RIGHT = [false, false, true, false, true, true, true, true, true, true, true, true];
+
+function checkCells(r: Row): string[] {
+  return [r.workload, r.shape, String(r.threads), r.impl, r.status === 'error' ? '' : fmtErr(r.rel_err), String(r.checked ?? ''), r.status.toUpperCase()];
+}
+const CHECK_HEAD = ['workload', 'shape', 'thr', 'impl', 'rel err', 'checked', 'status'];
+const CHECK_RIGHT = [false, false, true, false, true, true, false];
+
+function textTable(head: string[], rows: string[][], right: boolean[], groupBy = 0): string {
+  const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
+  const line = (cells: string[]) =>
+    cells.map((s, c) => (right[c] ? s.padStart(widths[c]) : s.padEnd(widths[c]))).join('  ').trimEnd();
+  const out = [line(head), widths.map((w) => '-'.repeat(w)).join('  ')];
+  let prev: string | undefined;
+  for (const r of rows) {
+    if (prev !== undefined && r[groupBy] !== prev) out.push('');
+    out.push(line(r));
+    prev = r[groupBy];
+  }
+  return out.join('\n');
+}
+
+function markdownTable(head: string[], rows: string[][], right: boolean[]): string {
+  const esc = (s: string) => s.replace(/\|/g, '\\|');
+  const out = [`| ${head.map(esc).join(' | ')} |`, `|${right.map((r) => (r ? '---:' : ':---')).join('|')}|`];
+  for (const r of rows) out.push(`| ${r.map(esc).join(' | ')} |`);
+  return out.join('\n');
+}
+
+/** The table of the rows that ran (skipped rows are summarized as notes instead). */
+export function formatTable(rows: readonly Row[], opts: { markdown: boolean; check: boolean }): string {
+  const shown = rows.filter((r) => r.status !== 'skipped');
+  const cells = opts.check ? checkCells : timingCells;
+  let head = opts.check ? CHECK_HEAD : TIMING_HEAD;
+  let right = opts.check ? CHECK_RIGHT : TIMING_RIGHT;
+  let body = shown.map(cells);
+  if (!opts.check && shown.every((r) => r.impl === 'mhsa')) {
+    // No peers: drop the comparison column.
+    head = head.slice(0, -1);
+    right = right.slice(0, -1);
+    body = body.map((r) => r.slice(0, -1));
+  }
+  return opts.markdown ? markdownTable(head, body, right) : textTable(head, body, right);
+}
+
+/** The lines under the timing table (the comparison line only when peers ran). */
+export function legend(withPeers: boolean): string {
+  return [
+    'rate: GFLOP/s (GF/s) for compute-bound work, GB/s for memory-bound work (softmax, decode)',
+    '% peak: of the FMA peak (GF/s rows) or read bandwidth (GB/s rows) measured for that thread count',
+    'RSS MB: peak resident-set growth during the calls; rel err: ‖y − ref‖₂/‖ref‖₂ against float64 on a sample',
+    ...(withPeers ? ['mhsa x: peer median / mhsa median at the same thread count (> 1: mhsa is faster)'] : []),
+  ].join('\n');
+}

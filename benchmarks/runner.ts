@@ -1,0 +1,142 @@
+/**
+ * Timing of one prepared problem: warm-up calls, then timed calls until both
+ * `repeat` calls and `minTime` seconds of timed work are reached (for slow
+ * calls: at least 3 calls, stopping once 10 × minTime seconds are spent); plus
+ * the peak RSS growth over those calls.
+ */
+import { performance } from 'node:perf_hooks';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
+import type { Prepared } from './peers/types';
+
+export interface TimingOptions {
+  /** Seconds of timed calls, at least. */
+  minTime: number;
+  /** Timed calls, at least. */
+  repeat: number;
+}
+
+export interface Measurement {
+  /** Milliseconds of each timed call. */
+  samples: number[];
+  medianMs: number;
+  minMs: number;
+  maxMs: number;
+  /** Peak resident set during the calls minus the resident set just before them, in MiB (≥ 0). */
+  rssMb: number;
+  /** The output of the last timed call: the one that is verified. */
+  output: Float32Array;
+}
+
+/** At most this many timed calls per row, however small the problem. */
+const MAX_SAMPLES = 20000;
+
+async function call(p: Prepared): Promise<Float32Array> {
+  const r = p.run();
+  return r instanceof Promise ? await r : r;
+}
+
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/**
+ * RSS tracking: process.memoryUsage.rss() sampled after every call, and the
+ * kernel's high-water mark (getrusage maxrss) when it rises during the run:
+ * a rise means a peak above every earlier one happened inside these calls.
+ */
+class RssTracker {
+  private readonly base = process.memoryUsage.rss();
+  private readonly maxBefore = process.resourceUsage().maxRSS * 1024;
+  private peak = this.base;
+
+  sample(): void {
+    const r = process.memoryUsage.rss();
+    if (r > this.peak) this.peak = r;
+  }
+
+  growthMb(): number {
+    const maxAfter = process.resourceUsage().maxRSS * 1024;
+    const peak = maxAfter > this.maxBefore ? Math.max(this.peak, maxAfter) : this.peak;
+    return Math.max(0, peak - this.base) / 2 ** 20;
+  }
+}
+
+/** V8's gc(), reachable without --expose-gc through a new context once the flag is set. */
+const fullGc: (() => void) | undefined = (() => {
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    return vm.runInNewContext('gc') as () => void;
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
+ * Collects garbage, then waits (up to 2 s) until this process is quiet: less
+ * than 10% of a core of its own CPU time over 100 ms. A previous row's leftovers
+ * (a peer's garbage, whose collection would otherwise start inside this row and
+ * take a core from a multi-threaded kernel; V8 compiling; a thread pool winding
+ * down) then do not land in this row's timings.
+ */
+export async function settle(): Promise<void> {
+  fullGc?.();
+  for (let i = 0; i < 20; i++) {
+    const before = process.cpuUsage();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const used = process.cpuUsage(before);
+    if (used.user + used.system < 10_000) return;
+  }
+}
+
+export async function measure(p: Prepared, opts: TimingOptions): Promise<Measurement> {
+  await settle();
+  const rss = new RssTracker();
+  // Warm-up: at least one call (first-call allocations, JIT, thread start), up to ~20% of min-time.
+  const warmEnd = performance.now() + Math.min(0.2 * opts.minTime * 1000, 500);
+  let n = 0;
+  do {
+    p.beforeRun?.();
+    await call(p);
+    rss.sample();
+    n++;
+  } while (performance.now() < warmEnd && n < 1000);
+
+  const samples: number[] = [];
+  let total = 0;
+  let output: Float32Array | undefined;
+  const wallEnd = performance.now() + 3 * opts.minTime * 1000;
+  const budget = 10 * opts.minTime * 1000;
+  for (;;) {
+    const enough =
+      samples.length >= opts.repeat &&
+      (total >= opts.minTime * 1000 || samples.length >= MAX_SAMPLES || performance.now() >= wallEnd);
+    // Slow calls: stop after 3 once ten times min-time is spent, even below --repeat.
+    const overBudget = samples.length >= Math.min(3, opts.repeat) && total >= budget;
+    if (enough || overBudget) break;
+    p.beforeRun?.();
+    const t0 = performance.now();
+    const r = p.run();
+    output = r instanceof Promise ? await r : r;
+    const ms = performance.now() - t0;
+    samples.push(ms);
+    total += ms;
+    rss.sample();
+  }
+  return {
+    samples,
+    medianMs: median(samples),
+    minMs: Math.min(...samples),
+    maxMs: Math.max(...samples),
+    rssMb: rss.growthMb(),
+    output: output!,
+  };
+}
+
+/** One untimed call for --check (after beforeRun). */
+export async function once(p: Prepared): Promise<Float32Array> {
+  p.beforeRun?.();
+  return call(p);
+}

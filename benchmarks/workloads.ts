@@ -1,0 +1,213 @@
+/**
+ * The project's standard benchmark workloads (fp32, row-major, batch-first),
+ * from the shared workload list: GEMM (g_*), row softmax (s_*), scaled
+ * dot-product attention (a_*, including a causal one and a decode step) and
+ * the full ViT self-attention block of seed 004 (m_*).
+ *
+ * Every workload has its full size (what is timed) and a small size with the
+ * same structure (odd, non-round dims) that `--check` verifies element by element.
+ */
+
+/** C[M,N] = A[M,K] · B[K,N]. */
+export interface GemmProblem {
+  kind: 'gemm';
+  M: number;
+  K: number;
+  N: number;
+}
+
+/** Softmax along the last axis of a [rows, cols] matrix. */
+export interface SoftmaxProblem {
+  kind: 'softmax';
+  rows: number;
+  cols: number;
+}
+
+/**
+ * softmax(Q·Kᵀ/√d)·V per (batch, head); q is [B, H, Nq, d], k and v are
+ * [B, H, Nkv, d] ('bhsd'), the output is [B, H, Nq, d].
+ */
+export interface AttentionProblem {
+  kind: 'attention';
+  B: number;
+  H: number;
+  Nq: number;
+  Nkv: number;
+  d: number;
+  causal: boolean;
+}
+
+/**
+ * Seed 004's ViT `Attention` module on x [B, N, dim]:
+ * LayerNorm(dim) → x·Wqkvᵀ (no bias, Wqkv [3·inner, dim]) → split into q, k, v and
+ * into `heads` heads of `dimHead` → SDPA → merge heads → o·Woᵀ + bo (Wo [dim, inner]).
+ * inner = heads·dimHead. The output is [B, N, dim].
+ */
+export interface BlockProblem {
+  kind: 'block';
+  B: number;
+  N: number;
+  dim: number;
+  heads: number;
+  dimHead: number;
+}
+
+export type Problem = GemmProblem | SoftmaxProblem | AttentionProblem | BlockProblem;
+export type ProblemKind = Problem['kind'];
+
+export type Suite = 'quick' | 'full';
+
+/** GFLOP/s for compute-bound work; GB/s (bytes moved) for memory-bound work. */
+export type Metric = 'GFLOP/s' | 'GB/s';
+
+export interface Workload {
+  name: string;
+  description: string;
+  problem: Problem;
+  /** Same structure, small: what --check runs and verifies in full. */
+  small: Problem;
+  /** The suites that include this workload (every workload is in 'full'). */
+  suites: readonly Suite[];
+  metric: Metric;
+}
+
+const gemm = (M: number, K: number, N: number): GemmProblem => ({ kind: 'gemm', M, K, N });
+const sm = (rows: number, cols: number): SoftmaxProblem => ({ kind: 'softmax', rows, cols });
+const attn = (B: number, H: number, Nq: number, Nkv: number, d: number, causal = false): AttentionProblem => ({
+  kind: 'attention', B, H, Nq, Nkv, d, causal,
+});
+const block = (B: number, N: number, dim: number, heads: number, dimHead: number): BlockProblem => ({
+  kind: 'block', B, N, dim, heads, dimHead,
+});
+
+const QUICK: readonly Suite[] = ['quick', 'full'];
+const FULL: readonly Suite[] = ['full'];
+
+/** The standard workloads, in report order. */
+export const WORKLOADS: readonly Workload[] = [
+  { name: 'g_sq64', description: 'GEMM 64x64x64', problem: gemm(64, 64, 64), small: gemm(7, 9, 11), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_sq256', description: 'GEMM 256x256x256', problem: gemm(256, 256, 256), small: gemm(33, 31, 35), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'g_sq1024', description: 'GEMM 1024x1024x1024', problem: gemm(1024, 1024, 1024), small: gemm(65, 67, 63), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'g_sq2048', description: 'GEMM 2048x2048x2048', problem: gemm(2048, 2048, 2048), small: gemm(97, 129, 101), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qk512', description: "GEMM M=512 K=64 N=512 (one head's Q·Kᵀ)", problem: gemm(512, 64, 512), small: gemm(37, 16, 41), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'g_av512', description: "GEMM M=512 K=512 N=64 (one head's A·V)", problem: gemm(512, 512, 64), small: gemm(41, 37, 16), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv197', description: 'GEMM M=197 K=768 N=2304 (ViT-B/16 fused QKV projection, 1 image)', problem: gemm(197, 768, 2304), small: gemm(13, 48, 144), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'g_qkv1024', description: 'GEMM M=1024 K=768 N=2304 (BERT-base-ish, 8x128 tokens)', problem: gemm(1024, 768, 2304), small: gemm(64, 48, 144), suites: FULL, metric: 'GFLOP/s' },
+  { name: 's_512', description: 'row softmax 12*512 x 512', problem: sm(12 * 512, 512), small: sm(24, 37), suites: QUICK, metric: 'GB/s' },
+  { name: 's_4096', description: 'row softmax 4096 x 4096', problem: sm(4096, 4096), small: sm(9, 301), suites: FULL, metric: 'GB/s' },
+  { name: 'a_vit', description: 'SDPA B=1 H=12 N=197 d=64', problem: attn(1, 12, 197, 197, 64), small: attn(1, 3, 13, 13, 16), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'a_512', description: 'SDPA B=1 H=12 N=512 d=64', problem: attn(1, 12, 512, 512, 64), small: attn(1, 2, 33, 33, 16), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'a_2048', description: 'SDPA B=1 H=12 N=2048 d=64', problem: attn(1, 12, 2048, 2048, 64), small: attn(1, 2, 67, 67, 16), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'a_4096', description: 'SDPA B=1 H=8 N=4096 d=64', problem: attn(1, 8, 4096, 4096, 64), small: attn(1, 2, 131, 131, 8), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'a_b8', description: 'SDPA B=8 H=12 N=128 d=64', problem: attn(8, 12, 128, 128, 64), small: attn(3, 2, 17, 17, 8), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'a_causal', description: 'SDPA B=1 H=12 N=2048 d=64, causal mask', problem: attn(1, 12, 2048, 2048, 64, true), small: attn(1, 2, 45, 45, 16, true), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'a_decode', description: 'SDPA decode step B=1 H=32 Nq=1 Nkv=4096 d=128 (against a KV cache)', problem: attn(1, 32, 1, 4096, 128), small: attn(1, 4, 1, 77, 32), suites: QUICK, metric: 'GB/s' },
+  { name: 'm_vit1', description: 'seed-004 ViT MHSA block dim=768 heads=12 dim_head=64 tokens=197 batch=1', problem: block(1, 197, 768, 12, 64), small: block(1, 11, 24, 3, 8), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'm_vit8', description: 'seed-004 ViT MHSA block, batch=8', problem: block(8, 197, 768, 12, 64), small: block(2, 9, 24, 3, 8), suites: FULL, metric: 'GFLOP/s' },
+];
+
+export function findWorkload(name: string): Workload | undefined {
+  return WORKLOADS.find((w) => w.name === name);
+}
+
+/** Floating-point operations of one call, as counted in the workload list. */
+export function flops(p: Problem): number {
+  switch (p.kind) {
+    case 'gemm':
+      return 2 * p.M * p.N * p.K;
+    case 'softmax':
+      // Not used for the metric (GB/s); max, exp, sum, divide ≈ 5 per element.
+      return 5 * p.rows * p.cols;
+    case 'attention': {
+      const full = 4 * p.B * p.H * p.Nq * p.Nkv * p.d;
+      return p.causal ? full / 2 : full;
+    }
+    case 'block': {
+      const T = p.B * p.N;
+      const inner = p.heads * p.dimHead;
+      const sdpa = 4 * p.B * p.heads * p.N * p.N * p.dimHead;
+      return 2 * T * p.dim * 3 * inner + sdpa + 2 * T * inner * p.dim;
+    }
+  }
+}
+
+/** Bytes a memory-bound call must move at least (inputs read once, output written once). */
+export function bytes(p: Problem): number {
+  switch (p.kind) {
+    case 'gemm':
+      return 4 * (p.M * p.K + p.K * p.N + p.M * p.N);
+    case 'softmax':
+      return 4 * 2 * p.rows * p.cols;
+    case 'attention':
+      return 4 * (2 * p.B * p.H * p.Nq * p.d + 2 * p.B * p.H * p.Nkv * p.d);
+    case 'block': {
+      const T = p.B * p.N;
+      const inner = p.heads * p.dimHead;
+      return 4 * (2 * T * p.dim + 4 * inner * p.dim + 3 * p.dim);
+    }
+  }
+}
+
+/** A compact shape string for tables: "1024x1024x1024", "1x12x197x197x64 causal", ... */
+export function shapeString(p: Problem): string {
+  switch (p.kind) {
+    case 'gemm':
+      return `${p.M}x${p.K}x${p.N}`;
+    case 'softmax':
+      return `${p.rows}x${p.cols}`;
+    case 'attention':
+      return `B${p.B} H${p.H} ${p.Nq === p.Nkv ? `N${p.Nq}` : `Nq${p.Nq} Nkv${p.Nkv}`} d${p.d}${p.causal ? ' causal' : ''}`;
+    case 'block':
+      return `B${p.B} N${p.N} dim${p.dim} h${p.heads}x${p.dimHead}`;
+  }
+}
+
+/** Element count of the output in its canonical layout. */
+export function outputLength(p: Problem): number {
+  switch (p.kind) {
+    case 'gemm':
+      return p.M * p.N;
+    case 'softmax':
+      return p.rows * p.cols;
+    case 'attention':
+      return p.B * p.H * p.Nq * p.d;
+    case 'block':
+      return p.B * p.N * p.dim;
+  }
+}
+
+/** Workloads of a suite, in report order. */
+export function suiteWorkloads(suite: Suite): Workload[] {
+  return WORKLOADS.filter((w) => w.suites.includes(suite));
+}
+
+/**
+ * Resolves a comma-separated list of names (a `*` matches any run of
+ * characters: `g_*`). Throws an Error naming the unknown entries.
+ */
+export function selectWorkloads(list: string): Workload[] {
+  const picked = new Set<string>();
+  const unknown: string[] = [];
+  for (const raw of list.split(',')) {
+    const name = raw.trim();
+    if (name === '') continue;
+    if (name.includes('*')) {
+      const re = new RegExp(`^${name.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+      const hits = WORKLOADS.filter((w) => re.test(w.name));
+      if (hits.length === 0) unknown.push(name);
+      for (const w of hits) picked.add(w.name);
+    } else if (findWorkload(name)) {
+      picked.add(name);
+    } else {
+      unknown.push(name);
+    }
+  }
+  if (unknown.length > 0) {
+    throw new Error(
+      `unknown workload${unknown.length > 1 ? 's' : ''} ${unknown.map((u) => `'${u}'`).join(', ')}; ` +
+        `known: ${WORKLOADS.map((w) => w.name).join(', ')}`,
+    );
+  }
+  if (picked.size === 0) throw new Error('--workload lists no workload');
+  return WORKLOADS.filter((w) => picked.has(w.name));
+}

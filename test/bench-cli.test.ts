@@ -1,0 +1,118 @@
+/**
+ * The benchmark CLI (benchmarks/, `npx mhsa-bench`): `--check` runs every
+ * workload once at a small size and verifies it against float64; usage errors
+ * exit with code 2; a wrong result exits with code 1.
+ *
+ * Runs the real command (benchmarks/bin/mhsa-bench.js) in child processes.
+ */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import { parseArgs, UsageError } from '../benchmarks/args';
+import { WORKLOADS } from '../benchmarks/workloads';
+
+const ROOT = path.resolve(__dirname, '..');
+const BIN = path.join(ROOT, 'benchmarks', 'bin', 'mhsa-bench.js');
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function bench(args: string[], env: Record<string, string> = {}): Run {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 150_000,
+  });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+interface JsonRow {
+  workload: string;
+  threads: number;
+  impl: string;
+  status: string;
+  rel_err: number | null;
+}
+
+describe('mhsa-bench --check', () => {
+  test('verifies every workload at a small size on 1 and 2 threads, exit code 0', () => {
+    const r = bench(['--check', '--threads', '1,2', '--json', '-']);
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: expect.any(String) });
+    const report = JSON.parse(r.stdout) as { schema: string; results: JsonRow[] };
+    expect(report.schema).toBe('mhsa-bench/1');
+    const mhsa = report.results.filter((x) => x.impl === 'mhsa');
+    expect(mhsa.map((x) => `${x.workload}@${x.threads}`).sort()).toEqual(
+      WORKLOADS.flatMap((w) => [`${w.name}@1`, `${w.name}@2`]).sort(),
+    );
+    for (const row of mhsa) {
+      expect({ row: `${row.workload}@${row.threads}`, status: row.status }).toEqual({ row: `${row.workload}@${row.threads}`, status: 'ok' });
+      expect(row.rel_err).toBeLessThan(1e-5);
+    }
+  }, 180_000);
+
+  test('with --peers: every installed peer agrees with the float64 reference (a missing one is a note, not a failure)', () => {
+    const r = bench(['--check', '--peers', '--threads', '1', '--json', '-']);
+    expect(r.status).toBe(0);
+    const rows = (JSON.parse(r.stdout) as { results: JsonRow[] }).results;
+    const bad = rows.filter((x) => x.status !== 'ok' && x.status !== 'skipped');
+    expect(bad).toEqual([]);
+    expect(rows.filter((x) => x.impl === 'js' && x.status === 'ok')).toHaveLength(WORKLOADS.length);
+  }, 180_000);
+
+  test('a wrong result is reported loudly and exits with code 1', () => {
+    const r = bench(['--check', '--workload', 'g_sq256,a_vit', '--threads', '1'], { MHSA_BENCH_FAULT: 'mhsa' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/WRONG RESULT: mhsa on g_sq256/);
+    expect(r.stdout).toMatch(/WRONG/);
+  }, 180_000);
+});
+
+describe('mhsa-bench usage errors exit with code 2', () => {
+  test.each([
+    [['--bogus'], /unknown option '--bogus'/],
+    [['--workload', 'g_sq1024,nope'], /unknown workload 'nope'; known: g_sq64/],
+  ])('%j', (args, message) => {
+    const r = bench(args);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe('');
+  }, 180_000);
+
+  test.each([
+    [['--suite', 'slow'], /--suite expects quick or full/],
+    [['--threads', '0'], /--threads expects integers/],
+    [['--threads', '1,x'], /--threads expects integers/],
+    [['--min-time', 'abc'], /--min-time expects seconds/],
+    [['--repeat', '0'], /--repeat expects integers/],
+    [['--json'], /--json needs a value/],
+    [['--peers=foo'], /--peers= expects names/],
+    [['--markdown=yes'], /--markdown takes no value/],
+    [['positional'], /unexpected argument 'positional'/],
+    [['--workload', 'q_*'], /unknown workload 'q_\*'/],
+  ])('parseArgs(%j) is a usage error', (args, message) => {
+    let thrown: unknown;
+    try {
+      parseArgs(args);
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(UsageError);
+    expect((thrown as Error).message).toMatch(message);
+  });
+
+  test('defaults and valid forms parse', () => {
+    const q = parseArgs([]);
+    expect(q.suite).toBe('quick');
+    expect(q.workloads.length).toBeGreaterThan(0);
+    expect(q.workloads.every((w) => w.suites.includes('quick'))).toBe(true);
+    const f = parseArgs(['--suite=full', '--workload', 'g_*,a_decode', '--threads', '2,1,2', '--peers=js', '--min-time', '0.5', '--repeat=7']);
+    expect(f.workloads.map((w) => w.name)).toEqual([...WORKLOADS.filter((w) => w.name.startsWith('g_')).map((w) => w.name), 'a_decode']);
+    expect(f.threads).toEqual([2, 1]);
+    expect(f.peers).toEqual(['js']);
+    expect([f.minTime, f.repeat]).toEqual([0.5, 7]);
+  });
+});
