@@ -36,7 +36,7 @@ describe(`prepack (seed ${SEED})`, () => {
   });
 
   test('products larger than every cache block (M > MC, N > NC, K > KC), packed and not, transposed', () => {
-    // kGemmMC = 576, kGemmNC = 512, kGemmKC = 256 (native/kernels/gemm.h)
+    // kGemmMC = 576, kGemmNC = 512, kGemmKC = 384 (native/kernels/gemm.h)
     const rng = rngFor(SEED, 'large');
     const [m, k, n] = [601, 515, 1031];
     const a = t(rng, [k, m]); // read transposed

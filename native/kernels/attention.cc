@@ -25,6 +25,11 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// V is packed in kGemmKC-key blocks and a key block must start on one.
+static_assert(kAttentionKeyBlock % kGemmKC == 0, "key blocks must align with V's packed blocks");
+static_assert(kAttentionKeyBlock % 12 == 0 && kAttentionKeyBlock % 6 == 0 && kAttentionKeyBlock % 4 == 0,
+              "key blocks must start on a K sliver for every micro-kernel's MR");
+
 inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // Number of keys query row i may see (may be <= 0 under the causal rule).

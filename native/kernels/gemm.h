@@ -30,18 +30,20 @@ struct GemmProblem {
   const float* packedB = nullptr;
 };
 
-// Cache blocking (the BLIS loop nest jc -> pc -> ic -> ir -> jr). The vector
+// Cache blocking (loop nest ic -> pc -> jc -> ir -> jr, see gemmSerial). The vector
 // operand of the micro-kernel is B (nr columns wide) and the broadcast operand
 // is A (mr rows), so, compared with BLIS's column-major description, the roles
 // of the two packed blocks swap:
-//  kGemmKC: depth of one rank-kc update. An A sliver (12 x KC = 12 KiB) stays
-//           in L1 while it meets every B sliver of the block.
-//  kGemmNC: columns of B packed at once: KC x NC = 512 KiB, resident in L2
+//  kGemmKC: depth of one rank-kc update. An A sliver (12 x KC = 18 KiB) stays
+//           in L1 while it meets every B sliver of the block; a deeper update
+//           means fewer trips of the C tile through the caches (384 measured
+//           5-25 % faster than 256 on the 768-deep projections).
+//  kGemmNC: columns of B packed at once: KC x NC = 768 KiB, resident in L2
 //           (2 MiB per core) while every A sliver of the block streams past it.
-//  kGemmMC: rows of A packed at once: MC x KC = 576 KiB, read once per B block
+//  kGemmMC: rows of A packed at once: MC x KC = 864 KiB, read once per B block
 //           (one sliver at a time), so L3 holds it comfortably. A multiple of
 //           every micro-kernel's MR (4, 6, 12).
-constexpr int64_t kGemmKC = 256;
+constexpr int64_t kGemmKC = 384;
 constexpr int64_t kGemmMC = 576;
 constexpr int64_t kGemmNC = 512;
 
