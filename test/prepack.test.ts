@@ -36,9 +36,9 @@ describe(`prepack (seed ${SEED})`, () => {
   });
 
   test('products larger than every cache block (M > MC, N > NC, K > KC), packed and not, transposed', () => {
-    // kGemmMC = 576, kGemmNC = 512, kGemmKC = 384 (native/kernels/gemm.h)
+    // kGemmMC = 1152, kGemmNC = 512, kGemmKC = 384 (native/kernels/gemm.h)
     const rng = rngFor(SEED, 'large');
-    const [m, k, n] = [601, 515, 1031];
+    const [m, k, n] = [1201, 515, 1031];
     const a = t(rng, [k, m]); // read transposed
     const w = t(rng, [n, k]);
     const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeA: true, transposeB: true });

@@ -40,11 +40,13 @@ struct GemmProblem {
 //           5-25 % faster than 256 on the 768-deep projections).
 //  kGemmNC: columns of B packed at once: KC x NC = 768 KiB, resident in L2
 //           (2 MiB per core) while every A sliver of the block streams past it.
-//  kGemmMC: rows of A packed at once: MC x KC = 864 KiB, read once per B block
-//           (one sliver at a time), so L3 holds it comfortably. A multiple of
-//           every micro-kernel's MR (4, 6, 12).
+//  kGemmMC: rows of A packed at once: MC x KC = 1.7 MiB, read once per B block
+//           (one sliver at a time), so L3 holds it comfortably. B is re-packed
+//           once per A block, so a large MC keeps that copy rare (576 -> 1152
+//           halved packing's share of a 1024^3 profile). A multiple of every
+//           micro-kernel's MR (4, 6, 12).
 constexpr int64_t kGemmKC = 384;
-constexpr int64_t kGemmMC = 576;
+constexpr int64_t kGemmMC = 1152;
 constexpr int64_t kGemmNC = 512;
 
 struct KernelTable;
