@@ -27,8 +27,10 @@ struct AttentionProblem {
   float* weights;             // contiguous [batch, heads, seqQ, seqKV]; may be null
 };
 
-// Queries handled together. Their transposed scores (seqKV x 96) are the only
-// O(seqKV) buffer per thread, so memory stays linear in sequence length.
+// Queries handled together. Per thread, the packed K and V of one (batch, kv
+// head) are the only O(seqKV) buffers; the tile's transposed scores take one
+// key block (kAttentionKeyBlock x 96), or seqKV x 96 when the weights are
+// returned. Memory stays linear in sequence length.
 // 96 is a whole number of micro-tiles both ways on every ISA: 8 x 12 and 3 x 32
 // (AVX-512), 16 x 6 and 6 x 16 (AVX2), 24 x 4 and 6 x 16 (portable).
 constexpr int64_t kAttentionQueryTile = 96;
