@@ -13,7 +13,40 @@
 
 namespace mhsa {
 namespace {
+
 inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// Interleaves 4 source lines, each contiguous over k (line l starts at
+// src + l * lineStride), into dst k-major: dst[k * ld + l] = line_l[k] for
+// k < kc. Packing a row-major A or a transposed B is this transpose; 4 x 4
+// blocks go through registers (2-3x faster than element by element).
+void interleave4(const float* src, int64_t lineStride, int64_t kc, float* dst, int64_t ld) {
+  const float* l0 = src;
+  const float* l1 = l0 + lineStride;
+  const float* l2 = l1 + lineStride;
+  const float* l3 = l2 + lineStride;
+  int64_t k = 0;
+#if defined(__SSE2__)
+  for (; k + 4 <= kc; k += 4) {
+    __m128 x0 = _mm_loadu_ps(l0 + k), x1 = _mm_loadu_ps(l1 + k);
+    __m128 x2 = _mm_loadu_ps(l2 + k), x3 = _mm_loadu_ps(l3 + k);
+    _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+    float* dk = dst + k * ld;
+    _mm_storeu_ps(dk, x0);
+    _mm_storeu_ps(dk + ld, x1);
+    _mm_storeu_ps(dk + 2 * ld, x2);
+    _mm_storeu_ps(dk + 3 * ld, x3);
+  }
+#endif
+  for (; k < kc; ++k) {
+    float* dk = dst + k * ld;
+    dk[0] = l0[k];
+    dk[1] = l1[k];
+    dk[2] = l2[k];
+    dk[3] = l3[k];
+  }
+}
+
 }  // namespace
 
 // Packs rows [i0, i0+mc) x depth [p0, p0+kc) of A into mr-row slivers, each
@@ -28,44 +61,16 @@ void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t k
       // Transposed A: the mr values of one k are contiguous (a loop, not a
       // memcpy call, for 16-48 bytes).
       for (int64_t k = 0; k < kc; ++k) {
-        const float* s = src + k * a.colStride;
+        const float* column = src + k * a.colStride;
         float* dk = d + k * mr;
-        for (int i = 0; i < mr; ++i) dk[i] = s[i];
+        for (int i = 0; i < mr; ++i) dk[i] = column[i];
       }
       continue;
     }
-    int64_t i0 = 0;
-#if defined(__SSE2__)
-    if (a.colStride == 1) {
-      // Row-major A: transpose 4 rows x 4 depths at a time in registers
-      // (2-3x faster than element by element).
-      for (; i0 + 4 <= rows; i0 += 4) {
-        const float* r0 = src + i0 * a.rowStride;
-        const float* r1 = r0 + a.rowStride;
-        const float* r2 = r1 + a.rowStride;
-        const float* r3 = r2 + a.rowStride;
-        int64_t k = 0;
-        for (; k + 4 <= kc; k += 4) {
-          __m128 x0 = _mm_loadu_ps(r0 + k), x1 = _mm_loadu_ps(r1 + k);
-          __m128 x2 = _mm_loadu_ps(r2 + k), x3 = _mm_loadu_ps(r3 + k);
-          _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
-          float* dk = d + k * mr + i0;
-          _mm_storeu_ps(dk, x0);
-          _mm_storeu_ps(dk + mr, x1);
-          _mm_storeu_ps(dk + 2 * mr, x2);
-          _mm_storeu_ps(dk + 3 * mr, x3);
-        }
-        for (; k < kc; ++k) {
-          float* dk = d + k * mr + i0;
-          dk[0] = r0[k];
-          dk[1] = r1[k];
-          dk[2] = r2[k];
-          dk[3] = r3[k];
-        }
-      }
-    }
-#endif
-    for (int64_t i = i0; i < rows; ++i) {
+    int64_t done = 0;
+    if (a.colStride == 1)  // row-major A: a transpose, 4 rows at a time
+      for (; done + 4 <= rows; done += 4) interleave4(src + done * a.rowStride, a.rowStride, kc, d + done, mr);
+    for (int64_t i = done; i < rows; ++i) {
       const float* row = src + i * a.rowStride;
       for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = row[k * a.colStride];
     }
@@ -87,41 +92,13 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
         std::fill(d + k * nr + cols, d + (k + 1) * nr, 0.0f);
       }
     } else {
-      int64_t j0 = 0;
-#if defined(__SSE2__)
-      if (b.rowStride == 1) {
-        // Transposed B (a weight [n, k] read as k x n): 4 columns x 4 depths
-        // transposed in registers at a time.
-        for (; j0 + 4 <= cols; j0 += 4) {
-          const float* c0 = src + j0 * b.colStride;
-          const float* c1 = c0 + b.colStride;
-          const float* c2 = c1 + b.colStride;
-          const float* c3 = c2 + b.colStride;
-          int64_t k = 0;
-          for (; k + 4 <= kc; k += 4) {
-            __m128 x0 = _mm_loadu_ps(c0 + k), x1 = _mm_loadu_ps(c1 + k);
-            __m128 x2 = _mm_loadu_ps(c2 + k), x3 = _mm_loadu_ps(c3 + k);
-            _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
-            float* dk = d + k * nr + j0;
-            _mm_storeu_ps(dk, x0);
-            _mm_storeu_ps(dk + nr, x1);
-            _mm_storeu_ps(dk + 2 * nr, x2);
-            _mm_storeu_ps(dk + 3 * nr, x3);
-          }
-          for (; k < kc; ++k) {
-            float* dk = d + k * nr + j0;
-            dk[0] = c0[k];
-            dk[1] = c1[k];
-            dk[2] = c2[k];
-            dk[3] = c3[k];
-          }
-        }
-      }
-#endif
+      int64_t done = 0;
+      if (b.rowStride == 1)  // transposed B (a weight [n, k] read as k x n): 4 columns at a time
+        for (; done + 4 <= cols; done += 4) interleave4(src + done * b.colStride, b.colStride, kc, d + done, nr);
       for (int64_t k = 0; k < kc; ++k) {
         const float* row = src + k * b.rowStride;
         float* dk = d + k * nr;
-        for (int64_t j = j0; j < cols; ++j) dk[j] = row[j * b.colStride];
+        for (int64_t j = done; j < cols; ++j) dk[j] = row[j * b.colStride];
         for (int64_t j = cols; j < nr; ++j) dk[j] = 0.0f;
       }
     }
