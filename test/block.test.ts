@@ -7,8 +7,6 @@
  * and concurrency; and the error contract of the constructor, fromTorch and
  * forward/forwardAsync. Replay a failure with MHSA_TEST_SEED=<seed>.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import {
   loadSafetensors,
   MultiHeadSelfAttention,
@@ -20,7 +18,7 @@ import {
 } from '../lib';
 import { expectBitEqual, expectClose, pickSeed, randInt, randomFloat32, rngFor, type Rng } from './helpers/random';
 import { numel, refAttention, refMatmul } from './helpers/reference';
-import { fixturesDir, readSafetensors, type SafetensorsTensor } from './helpers/safetensors';
+import { loadFixtures, type SafetensorsTensor } from './helpers/safetensors';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
@@ -38,18 +36,13 @@ interface BlockFixture {
 let fixtureError: Error | undefined;
 let fixtures: BlockFixture[] = [];
 try {
-  const dir = fixturesDir();
-  fixtures = fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.safetensors'))
-    .sort()
-    .map((f) => ({ f, file: readSafetensors(path.join(dir, f)) }))
-    .filter(({ file }) => file.metadata.op === 'torch_mha' || file.metadata.op === 'vit_attention')
-    .map(({ f, file }) => ({
-      name: f.slice(0, -'.safetensors'.length),
-      op: file.metadata.op as BlockFixture['op'],
-      config: JSON.parse(file.metadata.config ?? '{}') as Record<string, number>,
-      tensors: file.tensors,
+  fixtures = loadFixtures()
+    .filter((f) => f.op === 'torch_mha' || f.op === 'vit_attention')
+    .map((f) => ({
+      name: f.name,
+      op: f.op as BlockFixture['op'],
+      config: f.config as Record<string, number>,
+      tensors: f.file.tensors,
     }));
 } catch (e) {
   fixtureError = e as Error;

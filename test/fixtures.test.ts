@@ -3,8 +3,6 @@
  * $MHSA_FIXTURES): every matmul, softmax and attention case is run through the
  * sync and the async API and compared with ||out − expected|| / ||expected|| ≤ 1e-5.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import {
   attention,
   attentionAsync,
@@ -18,7 +16,7 @@ import {
   type SoftmaxOptions,
   type Tensor,
 } from '../lib';
-import { fixturesDir, readSafetensors, type SafetensorsFile, type SafetensorsTensor } from './helpers/safetensors';
+import { loadFixtures, type LoadedFixture, type SafetensorsTensor } from './helpers/safetensors';
 
 const TOLERANCE = 1e-5;
 
@@ -41,28 +39,12 @@ const KNOWN_BUGS: Record<string, string> = {
 // ---------------------------------------------------------------------------
 // Discovery
 
-interface Fixture {
-  name: string;
-  op: string;
-  config: Record<string, unknown>;
-  file: SafetensorsFile;
-}
+type Fixture = LoadedFixture;
 
 let dirError: Error | undefined;
 let fixtures: Fixture[] = [];
 try {
-  const dir = fixturesDir();
-  fixtures = fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.safetensors'))
-    .sort()
-    .map((f) => {
-      const file = readSafetensors(path.join(dir, f));
-      const name = f.slice(0, -'.safetensors'.length);
-      if (file.metadata.op === undefined) throw new Error(`fixture ${f} has no __metadata__.op`);
-      const config = JSON.parse(file.metadata.config ?? '{}') as Record<string, unknown>;
-      return { name, op: file.metadata.op, config, file };
-    });
+  fixtures = loadFixtures();
 } catch (e) {
   dirError = e as Error;
 }

@@ -114,3 +114,26 @@ export function fixturesDir(): string {
       '. CI checks out ../shared beside the clone; the fixture tests cannot run without it.',
   );
 }
+
+/** One fixture file: its name (without .safetensors), metadata op and parsed config, and contents. */
+export interface LoadedFixture {
+  name: string;
+  op: string;
+  config: Record<string, unknown>;
+  file: SafetensorsFile;
+}
+
+/** Every fixture in {@link fixturesDir}, sorted by name. Throws if the directory or a file is unusable. */
+export function loadFixtures(): LoadedFixture[] {
+  const dir = fixturesDir();
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.safetensors'))
+    .sort()
+    .map((f) => {
+      const file = readSafetensors(path.join(dir, f));
+      if (file.metadata.op === undefined) throw new Error(`fixture ${f} has no __metadata__.op`);
+      const config = JSON.parse(file.metadata.config ?? '{}') as Record<string, unknown>;
+      return { name: f.slice(0, -'.safetensors'.length), op: file.metadata.op, config, file };
+    });
+}
