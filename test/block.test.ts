@@ -17,7 +17,7 @@ import {
   type Tensor,
 } from '../lib';
 import { expectBitEqual, expectClose, pickSeed, randInt, randomFloat32, rngFor, type Rng } from './helpers/random';
-import { numel, refAttention, refMatmul } from './helpers/reference';
+import { numel, refAttention, refLayerNorm, refMatmul } from './helpers/reference';
 import { loadFixtures, type SafetensorsTensor } from './helpers/safetensors';
 
 const SEED = pickSeed();
@@ -152,24 +152,11 @@ interface RefOpts {
   keyPaddingMask?: Uint8Array;
 }
 
-function refLayerNorm(x: ArrayLike<number>, rows: number, dim: number, w?: ArrayLike<number>, b?: ArrayLike<number>, eps = 1e-5): Float64Array {
-  const out = new Float64Array(rows * dim);
-  for (let r = 0; r < rows; r++) {
-    let mean = 0;
-    for (let i = 0; i < dim; i++) mean += x[r * dim + i];
-    mean /= dim;
-    let v = 0;
-    for (let i = 0; i < dim; i++) v += (x[r * dim + i] - mean) ** 2;
-    const inv = 1 / Math.sqrt(v / dim + eps);
-    for (let i = 0; i < dim; i++) out[r * dim + i] = (x[r * dim + i] - mean) * inv * (w ? w[i] : 1) + (b ? b[i] : 0);
-  }
-  return out;
-}
 
 /** The block in float64 on x [B, T, dim]: output [B, T, dim] and head-averaged weights [B, T, T]. */
 function refBlock(x: Float32Array, B: number, T: number, p: RefParams, o: RefOpts = {}) {
   const inner = p.heads * p.dimHead;
-  const y: ArrayLike<number> = p.normW ? refLayerNorm(x, B * T, p.dim, p.normW, p.normB, p.eps) : x;
+  const y: ArrayLike<number> = p.normW ? refLayerNorm(x, [B * T, p.dim], p.normW, p.normB, p.eps ?? 1e-5) : x;
   const proj = (i: number) =>
     refMatmul(y, [B, T, p.dim], p.qkvW.subarray(i * inner * p.dim, (i + 1) * inner * p.dim), [inner, p.dim], {
       transposeB: true,

@@ -19,40 +19,12 @@ import {
   rngFor,
   type Rng,
 } from './helpers/random';
-import { numel } from './helpers/reference';
+import { numel, refLayerNorm } from './helpers/reference';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
 const DIMS = [1, 3, 17, 63, 65, 197, 1000] as const;
 
-/** (x − mean) / √(var + eps) · weight + bias per row of the last axis, in float64 (biased variance). */
-function refLayerNorm(
-  x: ArrayLike<number>,
-  shape: readonly number[],
-  weight: ArrayLike<number> | undefined,
-  bias: ArrayLike<number> | undefined,
-  eps: number,
-): Float64Array {
-  const dim = shape[shape.length - 1];
-  const out = new Float64Array(numel(shape));
-  const rows = dim === 0 ? 0 : out.length / dim;
-  for (let r = 0; r < rows; r++) {
-    let mean = 0;
-    for (let i = 0; i < dim; i++) mean += x[r * dim + i];
-    mean /= dim;
-    let v = 0;
-    for (let i = 0; i < dim; i++) v += (x[r * dim + i] - mean) ** 2;
-    v /= dim;
-    const inv = 1 / Math.sqrt(v + eps);
-    for (let i = 0; i < dim; i++) {
-      let y = (x[r * dim + i] - mean) * inv;
-      if (weight) y *= weight[i];
-      if (bias) y += bias[i];
-      out[r * dim + i] = y;
-    }
-  }
-  return out;
-}
 
 type OutMode = 'none' | 'poisoned' | 'inplace';
 

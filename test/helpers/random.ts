@@ -7,21 +7,13 @@
  * failure can be replayed with `MHSA_TEST_SEED=<seed> npx jest test/<file>`.
  */
 import { randomInt } from 'node:crypto';
+import { rng } from '../../benchmarks/data';
 
 /** A PRNG returning floats in [0, 1). */
 export type Rng = () => number;
 
-/** mulberry32: a tiny 32-bit seeded PRNG (good enough for test data). */
-export function makeRng(seed: number): Rng {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32, the same seeded generator the benchmarks draw their data from. */
+export const makeRng: (seed: number) => Rng = rng;
 
 /** FNV-1a hash of a string, to derive an independent stream per test from one seed. */
 function hashString(s: string): number {

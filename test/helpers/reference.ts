@@ -288,3 +288,32 @@ export function refAttention(
   const outShape = threeD ? [B, Sq, H * Dv] : outShape4;
   return { output: { data: out, shape: outShape }, weights: { data: weights, shape: full } };
 }
+
+/** (x − mean) / √(var + eps) · weight + bias per row of the last axis, in float64 (biased variance). */
+export function refLayerNorm(
+  x: ArrayLike<number>,
+  shape: readonly number[],
+  weight: ArrayLike<number> | undefined,
+  bias: ArrayLike<number> | undefined,
+  eps: number,
+): Float64Array {
+  const dim = shape[shape.length - 1];
+  const out = new Float64Array(numel(shape));
+  const rows = dim === 0 ? 0 : out.length / dim;
+  for (let r = 0; r < rows; r++) {
+    let mean = 0;
+    for (let i = 0; i < dim; i++) mean += x[r * dim + i];
+    mean /= dim;
+    let v = 0;
+    for (let i = 0; i < dim; i++) v += (x[r * dim + i] - mean) ** 2;
+    v /= dim;
+    const inv = 1 / Math.sqrt(v + eps);
+    for (let i = 0; i < dim; i++) {
+      let y = (x[r * dim + i] - mean) * inv;
+      if (weight) y *= weight[i];
+      if (bias) y += bias[i];
+      out[r * dim + i] = y;
+    }
+  }
+  return out;
+}
