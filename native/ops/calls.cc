@@ -1,0 +1,218 @@
+#include "calls.h"
+
+#include <cmath>
+#include <string>
+
+#include "../kernels/layernorm.h"
+#include "descriptor.h"
+
+namespace mhsa {
+namespace {
+
+bool isFiniteFloat(double x) { return std::isfinite(static_cast<float>(x)); }
+
+// Runs each check in order and stops at the first failure.
+#define MHSA_RETURN_IF_ERROR(expr)  \
+  do {                              \
+    Status _st = (expr);            \
+    if (!_st.ok()) return _st;      \
+  } while (0)
+
+}  // namespace
+
+Status checkNoOverlap(const char* fn, const char* outName, const BufferArg& out, int64_t outElementBytes,
+                      const char* inName, const BufferArg& in, int64_t inElementBytes, bool allowSame) {
+  if (out.data == nullptr || in.data == nullptr || out.length == 0 || in.length == 0) return Status::success();
+  const auto o = reinterpret_cast<uintptr_t>(out.data);
+  const auto i = reinterpret_cast<uintptr_t>(in.data);
+  const auto outBytes = static_cast<uintptr_t>(out.length * outElementBytes);
+  const auto inBytes = static_cast<uintptr_t>(in.length * inElementBytes);
+  if (allowSame && o == i && outBytes == inBytes) return Status::success();
+  if (o < i + inBytes && i < o + outBytes)
+    return Status::rangeError(std::string(fn) + ": " + outName + " must not share memory with " + inName);
+  return Status::success();
+}
+
+Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                     const BufferArg& out, MatmulCall* call) {
+  const char* fn = "matmul";
+  DescriptorReader r(desc.data, desc.length, fn);
+  MatmulArgs args;
+  args.a = r.shape("a.shape");
+  args.b = r.shape("b.shape");
+  args.c = r.shape("c.shape");
+  args.out = r.shape("out.shape");
+  args.transposeA = r.flag("transposeA");
+  args.transposeB = r.flag("transposeB");
+  const double alpha = r.number("alpha");
+  const double beta = r.number("beta");
+  args.bPacked = r.flag("bPacked");
+  MHSA_RETURN_IF_ERROR(r.finish());
+  args.hasC = c.present;
+  args.aLength = a.length;
+  args.bLength = b.length;
+  args.cLength = c.length;
+  args.outLength = out.length;
+  MHSA_RETURN_IF_ERROR(planMatmul(args, &call->plan));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "a", a, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "c", c, 4, true));
+  call->a = a.floats();
+  call->b = b.floats();
+  call->c = c.present ? c.floats() : nullptr;
+  call->out = out.mutableFloats();
+  call->alpha = static_cast<float>(alpha);
+  call->beta = static_cast<float>(beta);
+  return Status::success();
+}
+
+void runCall(const MatmulCall& call) {
+  runMatmul(call.plan, call.a, call.b, call.c, call.out, call.alpha, call.beta);
+}
+
+Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call) {
+  const char* fn = "softmax";
+  DescriptorReader r(desc.data, desc.length, fn);
+  SoftmaxArgs args;
+  args.x = r.shape("x.shape");
+  args.out = r.shape("out.shape");
+  const double scale = r.number("scale");
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (!isFiniteFloat(scale)) return Status::rangeError("softmax: scale must be a finite float32 number");
+  args.xLength = x.length;
+  args.outLength = out.length;
+  MHSA_RETURN_IF_ERROR(planSoftmax(args, &call->plan));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "x", x, 4, true));
+  call->x = x.floats();
+  call->out = out.mutableFloats();
+  call->scale = static_cast<float>(scale);
+  return Status::success();
+}
+
+void runCall(const SoftmaxCall& call) { runSoftmax(call.plan, call.x, call.out, call.scale); }
+
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, AttentionCall* call) {
+  const char* fn = "attention";
+  DescriptorReader r(desc.data, desc.length, fn);
+  AttentionArgs args;
+  const double layout = r.number("layout");
+  args.q = r.shape("q.shape");
+  args.k = r.shape("k.shape");
+  args.v = r.shape("v.shape");
+  args.out = r.shape("out.shape");
+  args.hasScale = r.flag("hasScale");
+  args.scale = r.number("scale");
+  args.causal = r.flag("causal");
+  args.mask = r.shape("mask.shape");
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (layout != 0 && layout != 1 && layout != 2)
+    return Status::rangeError("attention: layout code must be 0, 1 or 2");
+  args.layout = static_cast<AttentionLayout>(static_cast<int>(layout));
+  args.hasMask = mask.present;
+  args.hasKeyPadding = keyPadding.present;
+  args.hasWeights = weights.present;
+  args.qLength = q.length;
+  args.kLength = k.length;
+  args.vLength = v.length;
+  args.outLength = out.length;
+  args.maskLength = mask.length;
+  args.keyPaddingLength = keyPadding.length;
+  args.weightsLength = weights.length;
+  AttentionProblem& p = call->problem;
+  MHSA_RETURN_IF_ERROR(planAttention(args, &p));
+  // out and weights are written; neither may overlap anything else.
+  const struct { const char* name; const BufferArg* buf; int64_t elementBytes; } inputs[] = {
+      {"q", &q, 4}, {"k", &k, 4}, {"v", &v, 4}, {"mask", &mask, 4}, {"keyPaddingMask", &keyPadding, 1}};
+  for (const auto& in : inputs) {
+    MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, in.name, *in.buf, in.elementBytes, false));
+    MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, in.name, *in.buf, in.elementBytes, false));
+  }
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, "out", out, 4, false));
+  p.q.data = q.floats();
+  p.k.data = k.floats();
+  p.v.data = v.floats();
+  p.out = out.mutableFloats();
+  p.mask = mask.present ? mask.floats() : nullptr;
+  p.keyPadding = keyPadding.present ? static_cast<const uint8_t*>(keyPadding.data) : nullptr;
+  p.weights = weights.present ? weights.mutableFloats() : nullptr;
+  return Status::success();
+}
+
+void runCall(const AttentionCall& call) { attentionForward(call.problem); }
+
+Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& weight,
+                        const BufferArg& bias, LayerNormCall* call) {
+  const char* fn = "layerNorm";
+  DescriptorReader r(desc.data, desc.length, fn);
+  const Shape xs = r.shape("x.shape");
+  const Shape os = r.shape("out.shape");
+  const double eps = r.number("eps");
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (xs.empty()) return Status::rangeError("layerNorm: x must have at least 1 dim");
+  MHSA_RETURN_IF_ERROR(checkLength(fn, "x", xs, x.length));
+  MHSA_RETURN_IF_ERROR(checkLength(fn, "out", os, out.length));
+  if (os != xs) return Status::rangeError("layerNorm: out.shape must equal x.shape " + shapeToString(xs));
+  const int64_t dim = xs.back();
+  if (weight.present && weight.length != dim)
+    return Status::rangeError("layerNorm: weight.length must be " + std::to_string(dim) + ", received " +
+                              std::to_string(weight.length));
+  if (bias.present && bias.length != dim)
+    return Status::rangeError("layerNorm: bias.length must be " + std::to_string(dim) + ", received " +
+                              std::to_string(bias.length));
+  if (!(eps >= 0) || !isFiniteFloat(eps))
+    return Status::rangeError("layerNorm: eps must be a finite non-negative number");
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "x", x, 4, true));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "weight", weight, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "bias", bias, 4, false));
+  call->x = x.floats();
+  call->out = out.mutableFloats();
+  call->weight = weight.present ? weight.floats() : nullptr;
+  call->bias = bias.present ? bias.floats() : nullptr;
+  call->dim = dim;
+  call->rows = dim == 0 ? 0 : x.length / dim;
+  call->eps = static_cast<float>(eps);
+  return Status::success();
+}
+
+void runCall(const LayerNormCall& call) {
+  layerNormRows(call.x, call.out, call.rows, call.dim, call.weight, call.bias, call.eps);
+}
+
+Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
+  DescriptorReader r(desc.data, desc.length, "packMatrix");
+  const Shape s = r.shape("b.shape");
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (s.size() != 2) return Status::rangeError("packMatrix: b must be 2-D, received " + shapeToString(s));
+  if (elementCount(s) < 0)
+    return Status::rangeError("packMatrix: b.shape " + shapeToString(s) + " is too large");
+  *floats = packedBSize(s[0], s[1]);
+  return Status::success();
+}
+
+Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, PackCall* call) {
+  const char* fn = "packMatrix";
+  DescriptorReader r(desc.data, desc.length, fn);
+  const Shape s = r.shape("b.shape");
+  const bool transpose = r.flag("transpose");
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (s.size() != 2) return Status::rangeError("packMatrix: b must be 2-D, received " + shapeToString(s));
+  MHSA_RETURN_IF_ERROR(checkLength(fn, "b", s, b.length));
+  // The packed matrix is op(b): [K, N] = b's shape, or its transpose.
+  const int64_t k = transpose ? s[1] : s[0], n = transpose ? s[0] : s[1];
+  const int64_t want = packedBSize(k, n);
+  if (out.length != want)
+    return Status::rangeError("packMatrix: out must hold " + std::to_string(want) + " floats, received " +
+                              std::to_string(out.length));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, 4, false));
+  call->b = StridedMatrix{b.floats(), transpose ? 1 : s[1], transpose ? s[1] : 1};
+  call->k = k;
+  call->n = n;
+  call->out = out.mutableFloats();
+  return Status::success();
+}
+
+void runCall(const PackCall& call) { packWholeB(call.b, call.k, call.n, call.out); }
+
+}  // namespace mhsa

@@ -1,0 +1,99 @@
+// One function per native entry point that turns raw arguments (buffers as
+// pointer + length, and the descriptor of doubles built by lib/native.ts) into
+// a checked, ready-to-run call. Every check that protects memory lives here:
+// shapes against lengths, sizes against overflow, out against aliasing. The
+// Node binding only unwraps typed arrays and calls these; the native tests and
+// the fuzzer call them directly. A call that prepares successfully can run
+// without reading or writing outside its buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention_op.h"
+#include "matmul_op.h"
+#include "softmax_op.h"
+
+namespace mhsa {
+
+// A typed array as the binding saw it. present is false for null/undefined.
+// length counts elements (floats, or bytes for a Uint8Array).
+struct BufferArg {
+  const void* data = nullptr;
+  int64_t length = 0;
+  bool present = false;
+
+  const float* floats() const { return static_cast<const float*>(data); }
+  float* mutableFloats() const { return static_cast<float*>(const_cast<void*>(data)); }
+};
+
+struct Descriptor {
+  const double* data = nullptr;
+  size_t length = 0;
+};
+
+// matmul(a, b, c?, out) — desc: a.shape, b.shape, c.shape, out.shape, transposeA,
+// transposeB, alpha, beta, bPacked.
+struct MatmulCall {
+  MatmulPlan plan;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const float* c = nullptr;
+  float* out = nullptr;
+  float alpha = 1, beta = 0;
+};
+Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                     const BufferArg& out, MatmulCall* call);
+void runCall(const MatmulCall& call);
+
+// softmax(x, out) — desc: x.shape, out.shape, scale. out may be x itself.
+struct SoftmaxCall {
+  SoftmaxPlan plan;
+  const float* x = nullptr;
+  float* out = nullptr;
+  float scale = 1;
+};
+Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call);
+void runCall(const SoftmaxCall& call);
+
+// attention(q, k, v, out, mask?, keyPaddingMask?, weights?) — desc: layout,
+// q.shape, k.shape, v.shape, out.shape, hasScale, scale, causal, mask.shape.
+struct AttentionCall {
+  AttentionProblem problem{};
+};
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, AttentionCall* call);
+void runCall(const AttentionCall& call);
+
+// layerNorm(x, out, weight?, bias?) — desc: x.shape, out.shape, eps. out may be x.
+struct LayerNormCall {
+  const float* x = nullptr;
+  float* out = nullptr;
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  int64_t rows = 0, dim = 0;
+  float eps = 1e-5f;
+};
+Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& weight,
+                        const BufferArg& bias, LayerNormCall* call);
+void runCall(const LayerNormCall& call);
+
+// packedSize — desc: b.shape (2-D [K, N]). Floats a packed op(b) takes on this CPU.
+Status preparePackedSize(const Descriptor& desc, int64_t* floats);
+
+// packMatrix(b, out) — desc: b.shape, transpose. out = op(b) packed for the GEMM.
+struct PackCall {
+  StridedMatrix b{};
+  int64_t k = 0, n = 0;
+  float* out = nullptr;
+};
+Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, PackCall* call);
+void runCall(const PackCall& call);
+
+// RangeError unless out's bytes are disjoint from in's (or, when allowSame,
+// exactly the same view). Absent or empty buffers never overlap.
+Status checkNoOverlap(const char* fn, const char* outName, const BufferArg& out, int64_t outElementBytes,
+                      const char* inName, const BufferArg& in, int64_t inElementBytes, bool allowSame);
+
+}  // namespace mhsa
