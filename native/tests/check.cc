@@ -1,0 +1,45 @@
+#include "check.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "../kernels/kernel_table.h"
+#include "../runtime/thread_pool.h"
+
+namespace mhsa_test {
+namespace {
+
+int failures = 0;
+const char* currentTest = "";
+
+}  // namespace
+
+std::vector<TestCase>& registry() {
+  static std::vector<TestCase> r;
+  return r;
+}
+
+void recordFailure(const char* file, int line, const std::string& what) {
+  ++failures;
+  if (failures <= 50) std::fprintf(stderr, "FAIL %s (%s:%d): %s\n", currentTest, file, line, what.c_str());
+}
+
+}  // namespace mhsa_test
+
+// Usage: mhsa_native_tests [substring]  — runs the tests whose name contains it.
+int main(int argc, char** argv) {
+  using namespace mhsa_test;
+  const char* filter = argc > 1 ? argv[1] : "";
+  std::printf("mhsa native tests: isa %s, %d threads\n", mhsa::kernels().name, mhsa::numThreads());
+  int run = 0;
+  for (const TestCase& t : registry()) {
+    if (std::strstr(t.name, filter) == nullptr) continue;
+    currentTest = t.name;
+    const int before = failures;
+    t.fn();
+    ++run;
+    std::printf("%s %s\n", failures == before ? "ok  " : "FAIL", t.name);
+  }
+  std::printf("%d tests, %d failed checks\n", run, failures);
+  return failures == 0 && run > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

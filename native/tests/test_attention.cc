@@ -1,0 +1,131 @@
+// attention through prepareAttention/runCall against a float64 reference:
+// every layout, causal, masks, key padding, GQA, a different V head dim,
+// returned weights, and key counts beyond one online-softmax block.
+#include <algorithm>
+#include <string>
+
+#include "check.h"
+#include "support.h"
+
+using namespace mhsa;
+using namespace mhsa_test;
+
+namespace {
+
+struct Case {
+  int layout;  // 0 bhsd, 1 bshd, 2 bhds
+  int64_t batch, heads, kvHeads, seqQ, seqKV, dim, dimV;
+  bool causal, mask, padding, weights;
+};
+
+std::string describe(const Case& c) {
+  return "layout " + std::to_string(c.layout) + " B" + std::to_string(c.batch) + " H" + std::to_string(c.heads) +
+         "/" + std::to_string(c.kvHeads) + " Sq" + std::to_string(c.seqQ) + " Skv" + std::to_string(c.seqKV) +
+         " D" + std::to_string(c.dim) + "/" + std::to_string(c.dimV) + (c.causal ? " causal" : "") +
+         (c.mask ? " mask" : "") + (c.padding ? " padding" : "") + (c.weights ? " weights" : "") + " seed " +
+         std::to_string(testSeed());
+}
+
+// Shape in the layout's order, and the flat index of logical (b, h, s, d).
+Shape layoutShape(int layout, int64_t b, int64_t h, int64_t s, int64_t d) {
+  if (layout == 1) return {b, s, h, d};
+  if (layout == 2) return {b, h, d, s};
+  return {b, h, s, d};
+}
+int64_t at(int layout, const Shape& sh, int64_t b, int64_t h, int64_t s, int64_t d) {
+  if (layout == 1) return ((b * sh[1] + s) * sh[2] + h) * sh[3] + d;
+  if (layout == 2) return ((b * sh[1] + h) * sh[2] + d) * sh[3] + s;
+  return ((b * sh[1] + h) * sh[2] + s) * sh[3] + d;
+}
+
+void runCase(const Case& c, std::mt19937_64& rng) {
+  const Shape qs = layoutShape(c.layout, c.batch, c.heads, c.seqQ, c.dim);
+  const Shape ks = layoutShape(c.layout, c.batch, c.kvHeads, c.seqKV, c.dim);
+  const Shape vs = layoutShape(c.layout, c.batch, c.kvHeads, c.seqKV, c.dimV);
+  const Shape os = layoutShape(c.layout, c.batch, c.heads, c.seqQ, c.dimV);
+  const auto q = randomFloats(rng, elementCount(qs), -2, 2);
+  const auto k = randomFloats(rng, elementCount(ks), -2, 2);
+  const auto v = randomFloats(rng, elementCount(vs));
+  // Mask [seqQ, seqKV], broadcast over batch and heads; some -inf entries.
+  std::vector<float> mask = randomFloats(rng, c.seqQ * c.seqKV, -3, 1);
+  for (size_t i = 0; i < mask.size(); i += 7) mask[i] = -INFINITY;
+  std::vector<uint8_t> pad(c.batch * c.seqKV);
+  for (size_t i = 0; i < pad.size(); ++i) pad[i] = (i % 5 == 3) ? 1 : 0;
+  auto out = poisoned(elementCount(os));
+  auto weights = poisoned(c.batch * c.heads * c.seqQ * c.seqKV);
+
+  DescBuilder d;
+  d.number(c.layout).shape(qs).shape(ks).shape(vs).shape(os).flag(false).number(0).flag(c.causal);
+  d.shape(c.mask ? Shape{c.seqQ, c.seqKV} : Shape{});
+  AttentionCall call;
+  const Status st = prepareAttention(d.done(), buf(q), buf(k), buf(v), buf(out), c.mask ? buf(mask) : none(),
+                                     c.padding ? bytes(pad) : none(), c.weights ? buf(weights) : none(), &call);
+  CHECK_MSG(st.ok(), describe(c) + ": " + st.message);
+  if (!st.ok()) return;
+  runCall(call);
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.dim));
+  const int64_t group = c.heads / c.kvHeads;
+  std::vector<double> ref(out.size()), refW(weights.size());
+  std::vector<double> p(c.seqKV);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < c.seqQ; ++i) {
+        const int64_t g = h / group;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c.seqKV; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < c.dim; ++e)
+            s += static_cast<double>(q[at(c.layout, qs, b, h, i, e)]) * k[at(c.layout, ks, b, g, j, e)];
+          s *= scale;
+          if (c.mask) s += mask[i * c.seqKV + j];
+          if (c.padding && pad[b * c.seqKV + j]) s = -INFINITY;
+          if (c.causal && j > i + (c.seqKV - c.seqQ)) s = -INFINITY;
+          p[j] = s;
+          mx = std::max(mx, s);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < c.seqKV; ++j) sum += (p[j] = mx == -INFINITY ? 0 : std::exp(p[j] - mx));
+        for (int64_t j = 0; j < c.seqKV; ++j) {
+          p[j] = sum > 0 ? p[j] / sum : 0;  // a fully masked row gives zeros
+          refW[((b * c.heads + h) * c.seqQ + i) * c.seqKV + j] = p[j];
+        }
+        for (int64_t e = 0; e < c.dimV; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j < c.seqKV; ++j) o += p[j] * v[at(c.layout, vs, b, g, j, e)];
+          ref[at(c.layout, os, b, h, i, e)] = o;
+        }
+      }
+  const double err = relativeError(out, ref);
+  CHECK_MSG(err < 1e-5, describe(c) + ": output relative error " + std::to_string(err));
+  if (c.weights) {
+    const double werr = relativeError(weights, refW);
+    CHECK_MSG(werr < 1e-5, describe(c) + ": weights relative error " + std::to_string(werr));
+  }
+}
+
+}  // namespace
+
+TEST(attention_awkward_sizes_each_layout) {
+  std::mt19937_64 rng(testSeed() + 10);
+  const int64_t seqs[] = {1, 3, 17, 65, 197};
+  for (int layout = 0; layout < 3; ++layout)
+    for (int64_t sq : seqs)
+      for (int64_t skv : seqs) runCase({layout, 1, 2, 2, sq, skv, 17, 17, false, false, false, false}, rng);
+}
+
+TEST(attention_options) {
+  std::mt19937_64 rng(testSeed() + 11);
+  runCase({0, 2, 4, 4, 63, 63, 64, 64, true, false, false, false}, rng);
+  runCase({1, 2, 4, 2, 17, 197, 32, 48, true, true, true, true}, rng);   // GQA, dimV != dim
+  runCase({2, 1, 3, 1, 65, 33, 16, 8, false, true, false, true}, rng);   // MQA, tokens as columns
+  runCase({0, 3, 2, 2, 4, 1000, 64, 64, false, false, true, false}, rng); // decode path
+  runCase({0, 1, 8, 8, 1, 1000, 128, 128, true, true, false, false}, rng);
+}
+
+TEST(attention_keys_beyond_one_block) {
+  std::mt19937_64 rng(testSeed() + 12);
+  // 768-key online-softmax blocks: 1000 and 1601 keys take several.
+  runCase({0, 1, 2, 2, 97, 1601, 64, 64, false, true, true, false}, rng);
+  runCase({1, 1, 1, 1, 1000, 1000, 64, 64, true, false, false, false}, rng);
+}

@@ -1,0 +1,134 @@
+// matmul and packMatrix through the same prepare/run calls the binding uses,
+// against a float64 reference, on poisoned outputs.
+#include <string>
+
+#include "check.h"
+#include "support.h"
+
+using namespace mhsa;
+using namespace mhsa_test;
+
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  float alpha, beta;
+  bool withC, prepacked;
+  int64_t batchA, batchB;  // leading batch dim (1 or more; 0 = none)
+};
+
+std::string describe(const Case& c) {
+  return "m" + std::to_string(c.m) + " n" + std::to_string(c.n) + " k" + std::to_string(c.k) +
+         (c.ta ? " tA" : "") + (c.tb ? " tB" : "") + (c.withC ? " +c" : "") + (c.prepacked ? " packed" : "") +
+         " batch " + std::to_string(c.batchA) + "/" + std::to_string(c.batchB) + " seed " +
+         std::to_string(testSeed());
+}
+
+void runCase(const Case& c, std::mt19937_64& rng) {
+  const int64_t batch = std::max<int64_t>(std::max(c.batchA, c.batchB), 1);
+  const Shape aMat = c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k};
+  const Shape bMat = c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n};
+  Shape aShape = aMat, bShape = bMat, outShape{c.m, c.n};
+  if (c.batchA) aShape.insert(aShape.begin(), c.batchA);
+  if (c.batchB) bShape.insert(bShape.begin(), c.batchB);
+  if (c.batchA || c.batchB) outShape.insert(outShape.begin(), batch);
+  const auto a = randomFloats(rng, static_cast<size_t>(elementCount(aShape)));
+  const auto b = randomFloats(rng, static_cast<size_t>(elementCount(bShape)));
+  const auto cm = randomFloats(rng, static_cast<size_t>(c.m * c.n));  // broadcast over the batch
+  auto out = poisoned(static_cast<size_t>(elementCount(outShape)));
+
+  std::vector<float> packed;
+  BufferArg bArg = buf(b);
+  if (c.prepacked) {
+    DescBuilder sizeDesc;
+    sizeDesc.shape({c.k, c.n});
+    int64_t floats = 0;
+    CHECK(preparePackedSize(sizeDesc.done(), &floats).ok());
+    packed = poisoned(static_cast<size_t>(floats));
+    DescBuilder packDesc;
+    packDesc.shape(bMat).flag(c.tb);
+    PackCall pack;
+    const Status st = preparePackMatrix(packDesc.done(), buf(b), buf(packed), &pack);
+    CHECK_MSG(st.ok(), st.message);
+    if (!st.ok()) return;
+    runCall(pack);
+    bArg = buf(packed);
+  }
+  DescBuilder d;
+  d.shape(aShape).shape(c.prepacked ? Shape{c.k, c.n} : bShape).shape(c.withC ? Shape{c.m, c.n} : Shape{});
+  d.shape(outShape).flag(c.ta).flag(c.tb && !c.prepacked).number(c.alpha).number(c.beta).flag(c.prepacked);
+  MatmulCall call;
+  const Status st = prepareMatmul(d.done(), buf(a), bArg, c.withC ? buf(cm) : none(), buf(out), &call);
+  CHECK_MSG(st.ok(), describe(c) + ": " + st.message);
+  if (!st.ok()) return;
+  runCall(call);
+
+  std::vector<double> ref(out.size());
+  for (int64_t t = 0; t < batch; ++t) {
+    const float* ap = a.data() + (c.batchA > 1 ? t : 0) * c.m * c.k;
+    const float* bp = b.data() + (c.batchB > 1 ? t : 0) * c.k * c.n;
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const double x = c.ta ? ap[p * c.m + i] : ap[i * c.k + p];
+          const double y = c.tb ? bp[j * c.k + p] : bp[p * c.n + j];
+          s += x * y;
+        }
+        double r = c.alpha * s;
+        if (c.withC) r += static_cast<double>(c.beta) * cm[i * c.n + j];
+        ref[(t * c.m + i) * c.n + j] = r;
+      }
+  }
+  const double err = relativeError(out, ref);
+  CHECK_MSG(err < 1e-5, describe(c) + ": relative error " + std::to_string(err));
+}
+
+}  // namespace
+
+TEST(matmul_awkward_sizes_every_transpose) {
+  std::mt19937_64 rng(testSeed());
+  const int64_t sizes[] = {1, 3, 17, 33, 63, 65, 197};
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : {int64_t{1}, int64_t{17}, int64_t{65}}) {
+        const bool ta = (m + n + k) % 2 == 1, tb = (m * n + k) % 3 == 0;
+        runCase({m, n, k, ta, tb, 1, 0, false, false, 0, 0}, rng);
+      }
+}
+
+TEST(matmul_alpha_beta_c_and_batches) {
+  std::mt19937_64 rng(testSeed() + 1);
+  runCase({17, 33, 65, false, true, 0.5f, -2, true, false, 3, 1}, rng);
+  runCase({63, 65, 17, true, false, 2, 1, true, false, 1, 4}, rng);
+  runCase({5, 7, 9, true, true, 1, 0.25f, true, false, 2, 2}, rng);
+  runCase({197, 64, 197, false, true, 0.125f, 0, false, false, 2, 0}, rng);
+}
+
+TEST(matmul_prepacked_b_across_cache_blocks) {
+  std::mt19937_64 rng(testSeed() + 2);
+  // k > KC (384) and n > NC (512) cross the packed layout's block boundaries.
+  runCase({17, 1000, 400, false, false, 1, 0, false, true, 0, 0}, rng);
+  runCase({65, 33, 800, false, true, 1, 0, false, true, 0, 0}, rng);
+  runCase({197, 130, 65, true, false, 1, 1, true, true, 3, 0}, rng);
+}
+
+TEST(matmul_larger_than_one_a_block) {
+  std::mt19937_64 rng(testSeed() + 3);
+  // m > MC (1152) and k > KC: several A blocks and rank-KC updates, threads split the grid.
+  runCase({1200, 67, 390, false, false, 1, 0, false, false, 0, 0}, rng);
+}
+
+TEST(matmul_empty_dims_write_nothing_or_zeros) {
+  // K = 0: out = beta * c (or 0); M or N = 0: nothing to write.
+  std::vector<float> a, b, c{1, 2, 3, 4, 5, 6};
+  std::vector<float> out = poisoned(6);
+  DescBuilder d;
+  d.shape({2, 0}).shape({0, 3}).shape({2, 3}).shape({2, 3}).flag(false).flag(false).number(1).number(2).flag(false);
+  MatmulCall call;
+  const Status st = prepareMatmul(d.done(), {nullptr, 0, true}, {nullptr, 0, true}, buf(c), buf(out), &call);
+  CHECK_MSG(st.ok(), st.message);
+  runCall(call);
+  for (int i = 0; i < 6; ++i) CHECK(out[i] == 2 * c[i]);
+}

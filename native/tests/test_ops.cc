@@ -1,0 +1,218 @@
+// softmax and layerNorm against float64, and the argument checks every
+// native entry point relies on: malformed descriptors, lengths, overflowing
+// shapes and aliasing are rejected before anything is written.
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "../runtime/thread_pool.h"
+#include "check.h"
+#include "support.h"
+
+using namespace mhsa;
+using namespace mhsa_test;
+
+TEST(softmax_rows_against_float64) {
+  std::mt19937_64 rng(testSeed() + 20);
+  for (int64_t rows : {1, 3, 65}) {
+    for (int64_t cols : {1, 3, 17, 63, 65, 197, 1000}) {
+      auto x = randomFloats(rng, rows * cols, -20, 20);
+      if (rows > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, -INFINITY);  // a fully masked row
+      auto out = poisoned(x.size());
+      const float scale = 0.7f;
+      DescBuilder d;
+      d.shape({rows, cols}).shape({rows, cols}).number(scale);
+      SoftmaxCall call;
+      const Status st = prepareSoftmax(d.done(), buf(x), buf(out), &call);
+      CHECK_MSG(st.ok(), st.message);
+      if (!st.ok()) continue;
+      runCall(call);
+      std::vector<double> ref(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, static_cast<double>(x[r * cols + c]) * scale);
+        for (int64_t c = 0; c < cols; ++c)
+          sum += ref[r * cols + c] = mx == -INFINITY ? 0 : std::exp(x[r * cols + c] * static_cast<double>(scale) - mx);
+        for (int64_t c = 0; c < cols; ++c) ref[r * cols + c] = sum > 0 ? ref[r * cols + c] / sum : 0;
+      }
+      const double err = relativeError(out, ref);
+      CHECK_MSG(err < 1e-5, "softmax " + std::to_string(rows) + "x" + std::to_string(cols) + " error " +
+                                std::to_string(err) + " seed " + std::to_string(testSeed()));
+    }
+  }
+}
+
+TEST(layernorm_rows_against_float64) {
+  std::mt19937_64 rng(testSeed() + 21);
+  for (int64_t dim : {1, 3, 17, 197, 1000}) {
+    const int64_t rows = 5;
+    auto x = randomFloats(rng, rows * dim, -3, 5);
+    const auto w = randomFloats(rng, dim), b = randomFloats(rng, dim);
+    auto out = poisoned(x.size());
+    DescBuilder d;
+    d.shape({rows, dim}).shape({rows, dim}).number(1e-5);
+    LayerNormCall call;
+    const Status st = prepareLayerNorm(d.done(), buf(x), buf(out), buf(w), buf(b), &call);
+    CHECK_MSG(st.ok(), st.message);
+    if (!st.ok()) continue;
+    runCall(call);
+    std::vector<double> ref(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < dim; ++c) mean += x[r * dim + c];
+      mean /= dim;
+      for (int64_t c = 0; c < dim; ++c) var += (x[r * dim + c] - mean) * (x[r * dim + c] - mean);
+      var /= dim;
+      for (int64_t c = 0; c < dim; ++c)
+        ref[r * dim + c] = (x[r * dim + c] - mean) / std::sqrt(var + 1e-5) * w[c] + b[c];
+    }
+    const double err = relativeError(out, ref);
+    CHECK_MSG(err < 1e-5, "layerNorm dim " + std::to_string(dim) + " error " + std::to_string(err));
+  }
+}
+
+namespace {
+
+// Prepares a 2x3 by 3x2 matmul from raw descriptor values; out must stay poisoned on failure.
+Status tryMatmul(const std::vector<double>& values, const std::vector<float>& a, const std::vector<float>& b,
+                 std::vector<float>& out) {
+  MatmulCall call;
+  const Status st = prepareMatmul({values.data(), values.size()}, buf(a), buf(b), none(), buf(out), &call);
+  if (st.ok()) runCall(call);
+  return st;
+}
+
+}  // namespace
+
+TEST(descriptor_and_shape_rejections) {
+  const std::vector<float> a(6, 1), b(6, 1);
+  const double nan = std::nan(""), inf = INFINITY;
+  const std::vector<double> good = {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0};
+  {
+    std::vector<float> out = poisoned(4);
+    CHECK(tryMatmul(good, a, b, out).ok());
+    CHECK(out[0] == 3 && out[3] == 3);
+  }
+  const std::vector<std::vector<double>> bad = {
+      {},                                               // empty
+      {2, 2, 3},                                        // too short
+      {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 7}, // extra value
+      {nan, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},  // NaN rank
+      {2, nan, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},  // NaN dim
+      {2, -2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},   // negative dim
+      {2, 2.5, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},  // fractional dim
+      {2, inf, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},  // infinite dim
+      {2, 4294967296.0, 4294967296.0, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},  // 2^64 elements
+      {33, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0},   // rank beyond 32
+      {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 2, 0, 1, 0, 0},    // flag not 0/1
+      {2, 2, 3, 2, 2, 3, 0, 2, 2, 2, 0, 0, 1, 0, 0},    // inner dims differ
+      {2, 2, 3, 2, 3, 2, 0, 2, 2, 3, 0, 0, 1, 0, 0},    // wrong out shape
+      {2, 3, 2, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 1},    // packed b of the wrong length
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    std::vector<float> out = poisoned(4);
+    const Status st = tryMatmul(bad[i], a, b, out);
+    CHECK_MSG(!st.ok(), "bad descriptor " + std::to_string(i) + " accepted");
+    CHECK_MSG(st.kind == Status::Kind::Range, "bad descriptor " + std::to_string(i) + ": not a RangeError");
+    CHECK_MSG(st.message.rfind("matmul: ", 0) == 0, "message does not name the op: " + st.message);
+    CHECK_MSG(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }),
+              "bad descriptor " + std::to_string(i) + " wrote to out");
+  }
+  // a's length disagrees with its shape.
+  std::vector<float> out = poisoned(4);
+  std::vector<float> shortA(5, 1);
+  CHECK(!tryMatmul(good, shortA, b, out).ok());
+}
+
+TEST(aliasing_of_out_is_rejected) {
+  std::vector<float> storage(64, 1);
+  const BufferArg a{storage.data(), 6, true}, b{storage.data() + 6, 6, true};
+  const BufferArg overlapping{storage.data() + 4, 4, true}, disjoint{storage.data() + 12, 4, true};
+  DescBuilder d;
+  d.shape({2, 3}).shape({3, 2}).shape({}).shape({2, 2}).flag(false).flag(false).number(1).number(0).flag(false);
+  MatmulCall call;
+  const Status st = prepareMatmul(d.done(), a, b, none(), overlapping, &call);
+  CHECK(!st.ok() && st.message.find("must not share memory with a") != std::string::npos);
+  CHECK(prepareMatmul(d.done(), a, b, none(), disjoint, &call).ok());
+  // softmax in place is allowed; a shifted view of the same buffer is not.
+  std::vector<float> x(8, 0.5f);
+  DescBuilder s;
+  s.shape({2, 3}).shape({2, 3}).number(1);
+  SoftmaxCall sc;
+  CHECK(prepareSoftmax(s.done(), {x.data(), 6, true}, {x.data(), 6, true}, &sc).ok());
+  CHECK(!prepareSoftmax(s.done(), {x.data(), 6, true}, {x.data() + 1, 6, true}, &sc).ok());
+}
+
+TEST(attention_rejects_inconsistent_shapes) {
+  std::vector<float> q(2 * 3 * 4), k(2 * 3 * 4), v(2 * 3 * 4), out = poisoned(2 * 3 * 4);
+  auto attempt = [&](const Shape& ks, double layout, const Shape& mask, int64_t maskLen) {
+    DescBuilder d;
+    d.number(layout).shape({1, 2, 3, 4}).shape(ks).shape({1, 2, 3, 4}).shape({1, 2, 3, 4});
+    d.flag(false).number(0).flag(false).shape(mask);
+    std::vector<float> m(maskLen);
+    AttentionCall call;
+    return prepareAttention(d.done(), buf(q), buf(k), buf(v), buf(out), mask.empty() ? none() : buf(m), none(),
+                            none(), &call);
+  };
+  CHECK(attempt({1, 2, 3, 4}, 0, {}, 0).ok());
+  CHECK(!attempt({1, 2, 3, 4}, 3, {}, 0).ok());          // unknown layout
+  CHECK(!attempt({1, 2, 3, 4}, std::nan(""), {}, 0).ok());
+  CHECK(!attempt({1, 2, 4, 3}, 0, {}, 0).ok());          // head dims differ
+  CHECK(!attempt({1, 2, 3, 4}, 0, {4, 3}, 12).ok());     // mask does not broadcast
+  CHECK(!attempt({1, 2, 3, 4}, 0, {3, 3}, 8).ok());      // mask length wrong
+  CHECK(attempt({1, 2, 3, 4}, 0, {3, 3}, 9).ok());
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
+}
+
+TEST(thread_pool_runs_every_task_once_and_rethrows) {
+  std::vector<std::atomic<int>> hits(1000);
+  parallelFor(1000, [&](int64_t t) { hits[t].fetch_add(1); });
+  CHECK(std::all_of(hits.begin(), hits.end(), [](const std::atomic<int>& h) { return h.load() == 1; }));
+  bool threw = false;
+  try {
+    parallelFor(64, [](int64_t t) {
+      if (t == 17) throw std::bad_alloc();
+    });
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  CHECK(threw);
+  // The pool still works after a task threw.
+  std::atomic<int64_t> sum{0};
+  parallelFor(100, [&](int64_t t) { sum += t; });
+  CHECK(sum.load() == 4950);
+}
+
+TEST(concurrent_callers_share_the_pool_and_stay_correct) {
+  // Several threads compute at once (as JS threads and the async dispatcher
+  // do): one owns the pool, the others run alone, every result is right.
+  const int callers = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int c = 0; c < callers; ++c)
+    threads.emplace_back([&, c] {
+      std::mt19937_64 rng(testSeed() + 100 + c);
+      const int64_t n = 96;
+      const auto a = randomFloats(rng, n * n), b = randomFloats(rng, n * n);
+      DescBuilder d;
+      d.shape({n, n}).shape({n, n}).shape({}).shape({n, n}).flag(false).flag(false).number(1).number(0).flag(false);
+      std::vector<double> ref(n * n);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t p = 0; p < n; ++p) s += static_cast<double>(a[i * n + p]) * b[p * n + j];
+          ref[i * n + j] = s;
+        }
+      for (int rep = 0; rep < 20; ++rep) {
+        auto out = poisoned(n * n);
+        MatmulCall call;
+        if (!prepareMatmul(d.done(), buf(a), buf(b), none(), buf(out), &call).ok()) ++wrong;
+        runCall(call);
+        if (relativeError(out, ref) > 1e-5) ++wrong;
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(wrong.load() == 0);
+}
