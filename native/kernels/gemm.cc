@@ -166,6 +166,9 @@ void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, int* tm, int*
 int64_t packedBSize(int64_t k, int64_t n) { return roundUp(n, kernels().nr) * k; }
 
 void packWholeB(const StridedMatrix& b, int64_t k, int64_t n, float* packed) {
+  // An empty matrix may still have one huge dim ([2^53 - 1, 0] holds no
+  // elements): nothing to write, and no loop over the other dim.
+  if (k == 0 || n == 0) return;
   const int nr = kernels().nr;
   const int64_t width = roundUp(n, nr);
   parallelFor(ceilDiv(k, kGemmKC), [&](int64_t t) {

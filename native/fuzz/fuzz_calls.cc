@@ -1,0 +1,293 @@
+// libFuzzer harness for the native entry points: the bytes choose an op, a
+// descriptor of shapes/flags/scalars (mostly plausible values, sometimes NaN,
+// huge, negative or fractional ones, sometimes too short or too long) and the
+// buffers' lengths (usually what the shapes imply, sometimes off by one,
+// absent, or aliasing out). Whatever prepare*() accepts is then run, so
+// AddressSanitizer sees any read or write outside the buffers the checks let
+// through, and UBSan any overflow in the size arithmetic.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../ops/calls.h"
+
+namespace {
+
+using namespace mhsa;
+
+// Hands out the fuzzer's bytes; zeros once they run out.
+class ByteSource {
+ public:
+  ByteSource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t next() { return pos_ < size_ ? data_[pos_++] : 0; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double pickSpecial(uint8_t b, const double* table, size_t n) { return table[b % n]; }
+
+double rankValue(ByteSource& in) {
+  static const double special[] = {kNan, -1, 33, 2.5, 1e300, kInf, 32, 6, 5, -0.0};
+  const uint8_t b = in.next();
+  return b < 240 ? b % 5 : pickSpecial(b, special, std::size(special));
+}
+
+double dimValue(ByteSource& in) {
+  static const double special[] = {0, 1, 2147483648.0, 4294967296.0, 4294967295.0, 9007199254740992.0,
+                                   9007199254740994.0, -1, kNan, 0.5, 1e300, kInf, 4096, 65536, 1000, 197};
+  const uint8_t b = in.next();
+  return b < 224 ? b % 48 : pickSpecial(b, special, std::size(special));
+}
+
+double numberValue(ByteSource& in) {
+  static const double special[] = {kNan, kInf, -kInf, 0, 1, -0.0, 1e39, 1e-45, 3.4e38, -3.4e38, 0.125, 2};
+  const uint8_t b = in.next();
+  return b < 200 ? (b - 100) / 16.0 : pickSpecial(b, special, std::size(special));
+}
+
+double flagValue(ByteSource& in) {
+  static const double special[] = {2, -1, kNan, 0.5, 1e300, kInf};
+  const uint8_t b = in.next();
+  return b < 250 ? b & 1 : pickSpecial(b, special, std::size(special));
+}
+
+// Descriptor layouts, as lib/native.ts writes them: S shape, N number, F flag.
+enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, OpCount };
+const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFS", "SSN", "SF", "S"};
+
+struct Decoded {
+  std::vector<double> values;
+  std::vector<Shape> shapes;   // each S slot, as read (empty when it was not a valid shape)
+  std::vector<double> scalars;  // each N or F slot
+};
+
+Decoded decodeDescriptor(Op op, ByteSource& in) {
+  Decoded d;
+  for (const char* c = kLayout[op]; *c; ++c) {
+    if (*c == 'S') {
+      const double rank = rankValue(in);
+      d.values.push_back(rank);
+      Shape s;
+      bool valid = rank >= 0 && rank <= 32 && std::floor(rank) == rank;
+      const int count = valid ? static_cast<int>(rank) : 0;
+      for (int i = 0; i < count; ++i) {
+        const double dim = dimValue(in);
+        d.values.push_back(dim);
+        if (dim >= 0 && dim <= 9007199254740991.0 && std::floor(dim) == dim)
+          s.push_back(static_cast<int64_t>(dim));
+        else
+          valid = false;
+      }
+      d.shapes.push_back(valid ? s : Shape{});
+    } else {
+      const double x = *c == 'N' ? numberValue(in) : flagValue(in);
+      d.values.push_back(x);
+      d.scalars.push_back(x);
+    }
+  }
+  switch (in.next() % 8) {  // now and then a descriptor of the wrong length
+    case 6: if (!d.values.empty()) d.values.pop_back(); break;
+    case 7: d.values.push_back(numberValue(in)); break;
+    default: break;
+  }
+  return d;
+}
+
+// Buffers stay at most this many elements, so every accepted call is small.
+constexpr int64_t kMaxBufferElements = 1 << 14;
+
+int64_t countOf(const Shape& s) {
+  const int64_t n = elementCount(s);
+  return n < 0 ? -1 : n;
+}
+
+// The length a buffer gets: what the op expects, nearly that, none, or noise.
+struct BufferPlan {
+  bool present = true;
+  int64_t length = 0;
+};
+
+BufferPlan planBuffer(ByteSource& in, int64_t expected, bool optional) {
+  const uint8_t mode = in.next();
+  BufferPlan b;
+  int64_t len = expected >= 0 ? expected : in.next();
+  switch (mode % 8) {
+    case 5: len += 1; break;
+    case 6: len = len > 0 ? len - 1 : 0; break;
+    case 7:
+      if (optional) b.present = false;
+      else len = in.next() * 16;
+      break;
+    default: break;
+  }
+  b.length = std::min(len, kMaxBufferElements + 1);
+  return b;
+}
+
+// Logical [batch, heads, seq] of an attention tensor in the given layout.
+bool attentionDims(double layout, const Shape& s, int64_t* b, int64_t* h, int64_t* seq) {
+  if (s.size() != 4) return false;
+  if (layout == 1) { *b = s[0]; *seq = s[1]; *h = s[2]; return true; }
+  if (layout == 2) { *b = s[0]; *h = s[1]; *seq = s[3]; return true; }
+  *b = s[0]; *h = s[1]; *seq = s[2];
+  return true;
+}
+
+// Owns the buffers of one call. Each lives in its own allocation, so ASan
+// catches the first element past the end, except when out deliberately
+// aliases the first input (then both share one region).
+struct Buffers {
+  std::vector<std::vector<float>> floats;
+  std::vector<uint8_t> bytes;
+  std::vector<BufferArg> args;
+};
+
+BufferArg floatBuffer(Buffers& bufs, const BufferPlan& p) {
+  if (!p.present) return {};
+  bufs.floats.emplace_back(static_cast<size_t>(p.length), 0.25f);
+  return {bufs.floats.back().data(), p.length, true};
+}
+
+void aliasOut(ByteSource& in, Buffers& bufs, BufferArg* input, BufferArg* out) {
+  const uint8_t mode = in.next() % 8;
+  if (mode < 6 || !input->present || !out->present) return;
+  const int64_t shift = mode == 6 ? 0 : 1;
+  const int64_t size = std::max(input->length, out->length + shift);
+  bufs.floats.emplace_back(static_cast<size_t>(size), 0.5f);
+  float* base = bufs.floats.back().data();
+  *input = {base, input->length, true};
+  *out = {base + shift, out->length, true};
+}
+
+// How many inputs reached each op's kernels (printed at exit when
+// MHSA_FUZZ_STATS is set), to see that the harness gets past the checks.
+struct Stats {
+  long tried[OpCount] = {};
+  long ran[OpCount] = {};
+  ~Stats() {
+    if (!std::getenv("MHSA_FUZZ_STATS")) return;
+    static const char* const names[OpCount] = {"matmul", "softmax", "attention", "layerNorm", "packMatrix",
+                                               "packedSize"};
+    for (int i = 0; i < OpCount; ++i) std::fprintf(stderr, "%-10s tried %8ld ran %8ld\n", names[i], tried[i], ran[i]);
+  }
+};
+Stats stats;
+
+// Rough flops of an accepted call; the biggest are skipped to keep runs fast.
+constexpr double kMaxWork = 3e7;
+
+void fuzzOne(const uint8_t* data, size_t size) {
+  ByteSource in(data, size);
+  const Op op = static_cast<Op>(in.next() % OpCount);
+  ++stats.tried[op];
+  Decoded d = decodeDescriptor(op, in);
+  const Descriptor desc{d.values.data(), d.values.size()};
+  auto shapeAt = [&](size_t i) { return i < d.shapes.size() ? d.shapes[i] : Shape{}; };
+  auto scalarAt = [&](size_t i) { return i < d.scalars.size() ? d.scalars[i] : 0.0; };
+  Buffers bufs;
+  bufs.floats.reserve(16);  // pointers into it must stay valid
+
+  switch (op) {
+    case Matmul: {
+      const Shape bs = shapeAt(1);
+      const bool packed = scalarAt(4) == 1;
+      int64_t bExpected = countOf(bs);
+      if (packed && bs.size() == 2 && bExpected >= 0) bExpected = packedBSize(bs[0], bs[1]);
+      BufferArg a = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
+      BufferArg b = floatBuffer(bufs, planBuffer(in, bExpected, false));
+      BufferArg c = floatBuffer(bufs, planBuffer(in, shapeAt(2).empty() ? -1 : countOf(shapeAt(2)), true));
+      BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(3)), false));
+      aliasOut(in, bufs, &a, &out);
+      MatmulCall call;
+      if (!prepareMatmul(desc, a, b, c, out, &call).ok()) return;
+      const MatmulPlan& p = call.plan;
+      if (static_cast<double>(p.batchCount) * p.m * p.n * (p.k + 1) > kMaxWork) return;
+      runCall(call);
+      ++stats.ran[op];
+      return;
+    }
+    case Softmax:
+    case LayerNorm: {
+      const Shape xs = shapeAt(0);
+      BufferArg x = floatBuffer(bufs, planBuffer(in, countOf(xs), false));
+      BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(1)), false));
+      aliasOut(in, bufs, &x, &out);
+      if (op == Softmax) {
+        SoftmaxCall call;
+        if (prepareSoftmax(desc, x, out, &call).ok()) runCall(call), ++stats.ran[op];
+        return;
+      }
+      const int64_t dim = xs.empty() ? -1 : xs.back();
+      BufferArg weight = floatBuffer(bufs, planBuffer(in, dim, true));
+      BufferArg bias = floatBuffer(bufs, planBuffer(in, dim, true));
+      LayerNormCall call;
+      if (prepareLayerNorm(desc, x, out, weight, bias, &call).ok()) runCall(call), ++stats.ran[op];
+      return;
+    }
+    case Attention: {
+      const double layout = scalarAt(0);
+      int64_t b = -1, h = -1, sq = -1, kb, kh, skv = -1;
+      attentionDims(layout, shapeAt(0), &b, &h, &sq);
+      attentionDims(layout, shapeAt(1), &kb, &kh, &skv);
+      BufferArg q = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
+      BufferArg k = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(1)), false));
+      BufferArg v = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(2)), false));
+      BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(3)), false));
+      BufferArg mask = floatBuffer(bufs, planBuffer(in, shapeAt(4).empty() ? -1 : countOf(shapeAt(4)), true));
+      const BufferPlan padPlan = planBuffer(in, b >= 0 && skv >= 0 ? countOf({b, skv}) : -1, true);
+      BufferArg pad;
+      if (padPlan.present) {
+        bufs.bytes.assign(static_cast<size_t>(padPlan.length), 0);
+        for (size_t i = 0; i < bufs.bytes.size(); ++i) bufs.bytes[i] = in.next() & 1;
+        pad = {bufs.bytes.data(), padPlan.length, true};
+      }
+      const int64_t wExpected = b >= 0 && h >= 0 && sq >= 0 && skv >= 0 ? countOf({b, h, sq, skv}) : -1;
+      BufferArg weights = floatBuffer(bufs, planBuffer(in, wExpected, true));
+      aliasOut(in, bufs, &q, &out);
+      AttentionCall call;
+      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, &call).ok()) return;
+      const AttentionProblem& p = call.problem;
+      if (static_cast<double>(p.batch) * p.heads * p.seqQ * p.seqKV * (p.headDim + p.headDimV + 1) > kMaxWork)
+        return;
+      runCall(call);
+      ++stats.ran[op];
+      return;
+    }
+    case PackMatrix: {
+      const Shape bs = shapeAt(0);
+      int64_t expected = -1;
+      if (bs.size() == 2 && countOf(bs) >= 0)
+        expected = scalarAt(0) == 1 ? packedBSize(bs[1], bs[0]) : packedBSize(bs[0], bs[1]);
+      BufferArg b = floatBuffer(bufs, planBuffer(in, countOf(bs), false));
+      BufferArg out = floatBuffer(bufs, planBuffer(in, expected, false));
+      aliasOut(in, bufs, &b, &out);
+      PackCall call;
+      if (preparePackMatrix(desc, b, out, &call).ok()) runCall(call), ++stats.ran[op];
+      return;
+    }
+    case PackedSize: {
+      int64_t floats = 0;
+      if (preparePackedSize(desc, &floats).ok()) ++stats.ran[op];
+      return;
+    }
+    case OpCount: return;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fuzzOne(data, size);
+  return 0;
+}
