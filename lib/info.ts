@@ -14,6 +14,18 @@ export interface MhsaInfo {
   blas: string | null;
   /** Compute threads in use (setNumThreads, MHSA_NUM_THREADS, or the core count). */
   threads: number;
+  /**
+   * Threads executing mhsa kernels right now: the pool's helpers, the thread
+   * driving the pool (the async dispatcher, or a JS thread in a sync call),
+   * and any JS thread computing a sync call alone because the pool was busy.
+   */
+  activeThreads: number;
+  /**
+   * The most {@link MhsaInfo.activeThreads} seen at once since the process
+   * started or setNumThreads was last called. Async ops alone never exceed
+   * `threads`; each JS thread making a sync call meanwhile adds itself.
+   */
+  peakActiveThreads: number;
   /** Async ops waiting in the package's queue. */
   queued: number;
   /** Async ops handed to the native dispatcher and not yet settled. */
@@ -38,16 +50,27 @@ const VERSION = packageVersion();
  * Versions and runtime settings.
  *
  * @example
- * console.log(info()); // { version: '0.1.0', isa: 'avx512', blas: null, threads: 2, queued: 0, inFlight: 0 }
+ * console.log(info());
+ * // { version: '0.1.0', isa: 'avx512', blas: null, threads: 2, activeThreads: 0,
+ * //   peakActiveThreads: 2, queued: 0, inFlight: 0 }
  */
 export function info(): MhsaInfo {
   const n = native.info();
-  return { version: VERSION, isa: n.isa, blas: n.blas, threads: n.threads, ...queueStats() };
+  return {
+    version: VERSION,
+    isa: n.isa,
+    blas: n.blas,
+    threads: n.threads,
+    activeThreads: n.activeThreads,
+    peakActiveThreads: n.peakActiveThreads,
+    ...queueStats(),
+  };
 }
 
 /**
  * Sets the number of compute threads shared by every op (sync and async).
- * The default is MHSA_NUM_THREADS if set, else the number of cores.
+ * The default is MHSA_NUM_THREADS if set, else the number of cores. Also
+ * resets {@link MhsaInfo.peakActiveThreads}.
  *
  * @example
  * setNumThreads(1); // run everything on one core

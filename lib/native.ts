@@ -17,7 +17,14 @@ export interface NativeAddon {
   packMatrix(b: Float32Array, out: Float32Array, desc: Float64Array): void;
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };
-  info(): { isa: string; threads: number; blas: string | null; pendingAsync: number };
+  info(): {
+    isa: string;
+    threads: number;
+    activeThreads: number;
+    peakActiveThreads: number;
+    blas: string | null;
+    pendingAsync: number;
+  };
   setNumThreads(n: number): void;
   defaultNumThreads: number;
 }

@@ -15,7 +15,10 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object r = Napi::Object::New(env);
   r.Set("isa", kernels().name);
-  r.Set("threads", numThreads());
+  const PoolStats pool = poolStats();
+  r.Set("threads", pool.threads);
+  r.Set("activeThreads", pool.activeThreads);
+  r.Set("peakActiveThreads", pool.peakActiveThreads);
 #ifdef MHSA_BLAS
   r.Set("blas", MHSA_BLAS);
 #else

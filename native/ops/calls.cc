@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../kernels/layernorm.h"
+#include "../runtime/thread_pool.h"
 #include "descriptor.h"
 
 namespace mhsa {
@@ -67,6 +68,7 @@ Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg
 }
 
 void runCall(const MatmulCall& call) {
+  ComputeScope computing;
   runMatmul(call.plan, call.a, call.b, call.c, call.out, call.alpha, call.beta);
 }
 
@@ -89,7 +91,10 @@ Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferAr
   return Status::success();
 }
 
-void runCall(const SoftmaxCall& call) { runSoftmax(call.plan, call.x, call.out, call.scale); }
+void runCall(const SoftmaxCall& call) {
+  ComputeScope computing;
+  runSoftmax(call.plan, call.x, call.out, call.scale);
+}
 
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
@@ -140,7 +145,10 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   return Status::success();
 }
 
-void runCall(const AttentionCall& call) { attentionForward(call.problem); }
+void runCall(const AttentionCall& call) {
+  ComputeScope computing;
+  attentionForward(call.problem);
+}
 
 Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& weight,
                         const BufferArg& bias, LayerNormCall* call) {
@@ -177,6 +185,7 @@ Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const Buffer
 }
 
 void runCall(const LayerNormCall& call) {
+  ComputeScope computing;
   layerNormRows(call.x, call.out, call.rows, call.dim, call.weight, call.bias, call.eps);
 }
 
@@ -213,6 +222,9 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
   return Status::success();
 }
 
-void runCall(const PackCall& call) { packWholeB(call.b, call.k, call.n, call.out); }
+void runCall(const PackCall& call) {
+  ComputeScope computing;
+  packWholeB(call.b, call.k, call.n, call.out);
+}
 
 }  // namespace mhsa

@@ -13,6 +13,10 @@
 namespace mhsa {
 namespace {
 
+std::atomic<int> activeThreads{0};
+std::atomic<int> peakActiveThreads{0};
+thread_local int computeDepth = 0;
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n) { resize(n); }
@@ -30,6 +34,7 @@ class ThreadPool {
 
   void run(int64_t numTasks, const TaskFn& fn) {
     if (numTasks <= 0) return;
+    ComputeScope computing;
     std::unique_lock<std::mutex> region(regionMutex_, std::try_to_lock);
     if (!region.owns_lock() || helpers_.empty() || numTasks == 1) {
       for (int64_t t = 0; t < numTasks; ++t) fn(t);
@@ -107,7 +112,10 @@ class ThreadPool {
       }
       if (stop_.load(std::memory_order_acquire)) return;
       seen = generation_.load(std::memory_order_acquire);
-      workOnTasks();
+      {
+        ComputeScope computing;
+        workOnTasks();
+      }
       if (busyHelpers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lock(mutex_);
         done_.notify_one();
@@ -166,6 +174,23 @@ void parallelFor(int64_t numTasks, const TaskFn& fn) { pool().run(numTasks, fn);
 
 int numThreads() { return pool().size(); }
 
-void setNumThreads(int n) { pool().resize(std::max(1, n)); }
+void setNumThreads(int n) {
+  pool().resize(std::max(1, n));
+  peakActiveThreads.store(activeThreads.load());
+}
+
+ComputeScope::ComputeScope() {
+  if (computeDepth++ > 0) return;
+  const int now = activeThreads.fetch_add(1) + 1;
+  int peak = peakActiveThreads.load();
+  while (now > peak && !peakActiveThreads.compare_exchange_weak(peak, now)) {
+  }
+}
+
+ComputeScope::~ComputeScope() {
+  if (--computeDepth == 0) activeThreads.fetch_sub(1);
+}
+
+PoolStats poolStats() { return {numThreads(), activeThreads.load(), peakActiveThreads.load()}; }
 
 }  // namespace mhsa

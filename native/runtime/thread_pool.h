@@ -26,6 +26,25 @@ int numThreads();
 // Sets the number of compute threads (>= 1). Blocks until no region runs.
 void setNumThreads(int n);
 
+// Statistics of the threads executing mhsa's kernels: the pool's helpers, the
+// thread that drives a region (the async dispatcher, or a JS thread in a sync
+// call), and callers that found the pool busy and compute alone.
+struct PoolStats {
+  int threads;            // numThreads()
+  int activeThreads;      // computing right now
+  int peakActiveThreads;  // most at once since start or the last setNumThreads
+};
+PoolStats poolStats();
+
+// Counts the calling thread as computing while alive (nested scopes count once).
+class ComputeScope {
+ public:
+  ComputeScope();
+  ~ComputeScope();
+  ComputeScope(const ComputeScope&) = delete;
+  ComputeScope& operator=(const ComputeScope&) = delete;
+};
+
 // Default thread count: MHSA_NUM_THREADS if set to a positive integer,
 // otherwise the number of hardware threads.
 int defaultNumThreads();

@@ -1,0 +1,92 @@
+/**
+ * The compute-thread bound: however many async ops are in flight, no more
+ * threads execute mhsa kernels at once than setNumThreads allows, and the
+ * package's own OS threads are the pool's helpers plus one dispatcher.
+ */
+import * as fs from 'node:fs';
+import { attention, attentionAsync, getNumThreads, info, matmulAsync, setNumThreads, softmaxAsync } from '../lib';
+import { makeRng } from './helpers/random';
+
+/** Threads of this process, from /proc (Linux), or null elsewhere. */
+function osThreadCount(): number | null {
+  try {
+    const status = fs.readFileSync('/proc/self/status', 'utf8');
+    const m = /^Threads:\s+(\d+)/m.exec(status);
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+const rng = makeRng(77);
+function randomTensor(shape: number[]) {
+  const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
+  for (let i = 0; i < data.length; i++) data[i] = rng() * 2 - 1;
+  return { data, shape };
+}
+
+/** 100 mixed async ops submitted at once; resolves with the peak seen meanwhile by polling. */
+async function hundredInFlight(): Promise<{ polledMax: number }> {
+  const q = randomTensor([1, 4, 128, 64]);
+  const k = randomTensor([1, 4, 128, 64]);
+  const v = randomTensor([1, 4, 128, 64]);
+  const a = randomTensor([96, 200]);
+  const b = randomTensor([200, 96]);
+  const x = randomTensor([64, 300]);
+  const ops: Promise<unknown>[] = [];
+  for (let i = 0; i < 100; i++) {
+    if (i % 3 === 0) ops.push(attentionAsync(q, k, v));
+    else if (i % 3 === 1) ops.push(matmulAsync(a, b));
+    else ops.push(softmaxAsync(x));
+  }
+  let polledMax = 0;
+  const poll = setInterval(() => {
+    polledMax = Math.max(polledMax, info().activeThreads);
+  }, 1);
+  await Promise.all(ops);
+  clearInterval(poll);
+  return { polledMax };
+}
+
+const original = getNumThreads();
+afterAll(() => setNumThreads(original));
+
+test.each([1, 2, 3])('with %i compute threads, 100 async ops in flight never use more', async (n) => {
+  setNumThreads(n);
+  expect(info().peakActiveThreads).toBe(0);
+  const { polledMax } = await hundredInFlight();
+  const after = info();
+  expect(after.activeThreads).toBe(0);
+  // The pool is really used (the counter sees helpers, not only the dispatcher).
+  expect(after.peakActiveThreads).toBeGreaterThanOrEqual(Math.min(n, 2));
+  expect(after.peakActiveThreads).toBeLessThanOrEqual(n);
+  expect(polledMax).toBeLessThanOrEqual(n);
+});
+
+test('the pool and the dispatcher are the only threads the package adds', async () => {
+  setNumThreads(2);
+  await hundredInFlight(); // the dispatcher exists from the first async op on
+  const with2 = osThreadCount();
+  setNumThreads(4);
+  const with4 = osThreadCount();
+  setNumThreads(1);
+  const with1 = osThreadCount();
+  if (with2 === null || with4 === null || with1 === null) return; // no /proc: nothing to count
+  // Helpers are numThreads - 1; resizing joins or starts exactly that many.
+  expect(with4 - with2).toBe(2);
+  expect(with2 - with1).toBe(1);
+  // 100 more ops in flight start no thread.
+  await hundredInFlight();
+  expect(osThreadCount()).toBe(with1);
+});
+
+test('a sync call made while async ops compute adds only its own JS thread', async () => {
+  setNumThreads(2);
+  const q = randomTensor([1, 8, 256, 64]);
+  const pending = Array.from({ length: 20 }, () => attentionAsync(q, q, q));
+  for (let i = 0; i < 20; i++) attention(q, q, q);
+  await Promise.all(pending);
+  const peak = info().peakActiveThreads;
+  expect(peak).toBeGreaterThanOrEqual(2);
+  expect(peak).toBeLessThanOrEqual(3);
+});
