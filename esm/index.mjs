@@ -16,6 +16,8 @@ export const {
   info,
   setNumThreads,
   getNumThreads,
+  setAllocationLimit,
+  getAllocationLimit,
   loadSafetensors,
   MultiHeadSelfAttention,
 } = mhsa;

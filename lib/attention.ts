@@ -1,5 +1,6 @@
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
+import { allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
 import { runAsync } from './queue';
@@ -200,13 +201,17 @@ function prepareAttention(fn: string, q: TensorLike, k: TensorLike, v: TensorLik
 
   const out4 = fromLogical(layout, { batch: B, heads: H, seq: Sq, dim: lv.dim });
   const outShape = rank === 3 ? [B, Sq, H * lv.dim] : out4;
+  const weightCount = returnWeights ? elementCount(full) : 0;
+  if (weightCount < 0) throw rangeError(fn, `the weights ${formatShape(full)} would have too many elements`);
+  const outCount = opts.out === undefined ? elementCount(outShape) : 0;
+  checkAllocation(fn, [
+    ['the result', Math.max(outCount, 0)],
+    ['the weights', weightCount],
+  ]);
   const out = resultTensor(fn, opts.out, outShape);
-  let weights: Tensor | undefined;
-  if (returnWeights) {
-    const n = elementCount(full);
-    if (n < 0) throw rangeError(fn, `the weights ${formatShape(full)} would have too many elements`);
-    weights = { data: new Float32Array(n), shape: full };
-  }
+  const weights: Tensor | undefined = returnWeights
+    ? { data: allocateFloats(fn, 'the weights', weightCount), shape: full }
+    : undefined;
   checkNoAlias(fn, 'options.out', out.data, 'q', tq.data);
   checkNoAlias(fn, 'options.out', out.data, 'k', tk.data);
   checkNoAlias(fn, 'options.out', out.data, 'v', tv.data);

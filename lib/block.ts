@@ -7,6 +7,7 @@ import { attention, attentionAsync, type AttentionOptions } from './attention';
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { layerNorm, layerNormAsync } from './layernorm';
+import { allocateFloats, checkAllocation } from './memory';
 import { matmul, matmulAsync } from './matmul';
 import { prepack, type PackedMatrix } from './prepack';
 import { checkOptions, optBoolean } from './options';
@@ -159,7 +160,11 @@ function checkEps(fn: string, arg: string, value: unknown): number {
 
 /** Prefixes an inner op's error with the block method that called it. */
 function rename(e: unknown, fn: string): unknown {
-  if (e instanceof Error && !e.message.startsWith(`${fn}: `)) e.message = `${fn}: ${e.message}`;
+  // Not `instanceof Error`: errors made by the addon belong to Node's main context, which may not be this one.
+  const err = e as Error;
+  if (typeof e === 'object' && e !== null && typeof err.message === 'string' && !err.message.startsWith(`${fn}: `)) {
+    err.message = `${fn}: ${err.message}`;
+  }
   return e;
 }
 
@@ -700,6 +705,14 @@ export class MultiHeadSelfAttention {
       }
     }
 
+    // Everything this call may allocate, checked before any of it is.
+    const idle = this.pool[this.pool.length - 1];
+    const growRows = idle && idle.rows >= batch * tokens ? 0 : batch * tokens;
+    checkAllocation(fn, [
+      ['the result', opts.out === undefined ? batch * tokens * this.dim : 0],
+      ['the workspace', growRows * this.rowFloats()],
+      ['the weights', returnWeights ? batch * tokens * tokens * (this.heads + 1) : 0],
+    ]);
     const out = resultTensor(fn, opts.out, tx.shape);
     checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
     for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, `the weight ${name}`, data);
@@ -731,7 +744,7 @@ export class MultiHeadSelfAttention {
     const T = p.tokens;
     const shape = p.twoD ? [T, T] : [p.batch, T, T];
     if (this.heads === 1) return { data: perHead.data, shape };
-    const data = new Float32Array(p.batch * T * T);
+    const data = allocateFloats(`${CLASS}.forward`, 'the weights', p.batch * T * T);
     mm(this.onesHeads, { data: perHead.data, shape: [p.batch, this.heads, T * T] }, {
       alpha: 1 / this.heads,
       out: { data, shape: [p.batch, 1, T * T] },
@@ -743,7 +756,7 @@ export class MultiHeadSelfAttention {
   private acquire(rows: number): Workspace {
     const ws = this.pool.pop() ?? { rows: 0, buffer: new Float32Array(0) };
     if (ws.rows < rows) {
-      ws.buffer = new Float32Array(rows * this.rowFloats());
+      ws.buffer = allocateFloats(`${CLASS}.forward`, 'the workspace', rows * this.rowFloats());
       ws.rows = rows;
     }
     return ws;

@@ -17,6 +17,7 @@ export {
 } from './attention';
 export { layerNorm, layerNormAsync, type LayerNormOptions } from './layernorm';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';
+export { setAllocationLimit, getAllocationLimit } from './memory';
 export {
   loadSafetensors,
   type LoadSafetensorsOptions,

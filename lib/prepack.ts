@@ -1,4 +1,5 @@
 import { formatShape, rangeError } from './errors';
+import { allocateFloats } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean } from './options';
 import { checkTensor, type TensorLike } from './tensor';
@@ -57,7 +58,7 @@ export function prepack(b: TensorLike, options?: PrepackOptions): PackedMatrix {
   const transpose = optBoolean(fn, 'transpose', opts.transpose, false);
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
   const size = native.packedSize(new Descriptor().shape([k, n]).done());
-  const data = new Float32Array(size);
+  const data = allocateFloats(fn, 'the packed matrix', size);
   native.packMatrix(tb.data, data, new Descriptor().shape(tb.shape).flag(transpose).done());
   return new PackedMatrix(data, k, n);
 }

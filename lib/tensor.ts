@@ -1,4 +1,5 @@
 import { describe, formatShape, rangeError, typeError } from './errors';
+import { allocateFloats } from './memory';
 
 /**
  * A dense, row-major float32 tensor: `data` holds the elements, `shape` the dims.
@@ -42,6 +43,11 @@ export function isDetached(view: ArrayBufferView): boolean {
   } catch {
     return true;
   }
+}
+
+/** True if the view's buffer is a resizable (non-shared) ArrayBuffer, which can shrink; a growable SharedArrayBuffer cannot. */
+export function isResizable(view: ArrayBufferView): boolean {
+  return (view.buffer as { resizable?: unknown }).resizable === true;
 }
 
 /** Element count of a shape, or -1 when it exceeds {@link MAX_ELEMENTS}. Dims must be valid. */
@@ -118,7 +124,14 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
   if (data instanceof Float32Array) {
     f32 = checkFloat32Array(fn, 'data', data);
   } else if (Array.isArray(data) || (ArrayBuffer.isView(data) && !(data instanceof DataView))) {
-    f32 = Float32Array.from(data as ArrayLike<number>);
+    try {
+      f32 = Float32Array.from(data as ArrayLike<number>);
+    } catch (e) {
+      // A BigInt64Array, or an array holding a BigInt or a Symbol: no conversion to float32.
+      throw new TypeError(`${fn}: expected numbers in data but ${describe(data)} holds a value that is not one (${(e as Error).message})`, {
+        cause: e,
+      });
+    }
   } else {
     throw typeError(fn, 'data', 'a Float32Array or an array of numbers', data);
   }
@@ -130,7 +143,7 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
 export function resultTensor(fn: string, out: unknown, shape: number[]): Tensor {
   const n = elementCount(shape);
   if (n < 0) throw rangeError(fn, `the result shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
-  if (out === undefined) return { data: new Float32Array(n), shape };
+  if (out === undefined) return { data: allocateFloats(fn, 'the result', n), shape };
   const o = checkTensor(fn, 'out', out);
   if (o.shape.length !== shape.length || o.shape.some((d, i) => d !== shape[i])) {
     throw rangeError(fn, `out.shape must be ${formatShape(shape)}, received ${formatShape(o.shape)}`);

@@ -1,0 +1,77 @@
+/**
+ * The allocation limit: every buffer the package allocates for a call (a
+ * result without `out`, returned weights, a block's workspace, a packed
+ * matrix) is checked against it first, so an oversized request is a
+ * RangeError before anything is allocated, instead of an out-of-memory kill
+ * of the whole process (Linux overcommits, then kills on first touch).
+ */
+import * as os from 'node:os';
+import { rangeError } from './errors';
+
+const GiB = 2 ** 30;
+
+function defaultLimit(): number {
+  const env = process.env.MHSA_MAX_ALLOC_BYTES;
+  if (env !== undefined && /^\d+$/.test(env) && Number(env) > 0) return Number(env);
+  // Half the machine's memory, at most 16 GiB (the largest Float32Array).
+  return Math.min(Math.floor(os.totalmem() / 2), 16 * GiB);
+}
+
+let limitBytes = defaultLimit();
+
+function formatBytes(n: number): string {
+  if (n >= GiB) return `${(n / GiB).toFixed(2)} GiB`;
+  if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
+  return `${n} bytes`;
+}
+
+/**
+ * Sets the most bytes one call may allocate (results, returned weights,
+ * workspaces). The default is half the machine's memory, at most 16 GiB, or
+ * the environment variable MHSA_MAX_ALLOC_BYTES. Buffers you pass as `out`
+ * do not count.
+ *
+ * @example
+ * setAllocationLimit(256 * 2 ** 20); // a service answering untrusted requests: 256 MiB per call
+ * @throws TypeError if bytes is not a number, RangeError unless it is a positive integer.
+ */
+export function setAllocationLimit(bytes: number): void {
+  if (typeof bytes !== 'number') throw new TypeError(`setAllocationLimit: expected a number for bytes but received ${typeof bytes}`);
+  if (!Number.isSafeInteger(bytes) || bytes < 1) {
+    throw rangeError('setAllocationLimit', `bytes must be a positive integer, received ${bytes}`);
+  }
+  limitBytes = bytes;
+}
+
+/** The current per-call allocation limit in bytes (see {@link setAllocationLimit}). */
+export function getAllocationLimit(): number {
+  return limitBytes;
+}
+
+/**
+ * RangeError unless the float buffers listed, together, fit the allocation
+ * limit. Call it once per call with everything that call will allocate.
+ */
+export function checkAllocation(fn: string, buffers: ReadonlyArray<readonly [what: string, floats: number]>): void {
+  const total = buffers.reduce((sum, [, floats]) => sum + floats * 4, 0);
+  if (total <= limitBytes) return;
+  const parts = buffers
+    .filter(([, floats]) => floats > 0)
+    .map(([what, floats]) => `${what} ${formatBytes(floats * 4)}`)
+    .join(' + ');
+  throw rangeError(
+    fn,
+    `this call would allocate ${formatBytes(total)} (${parts}), more than the allocation limit of ` +
+      `${formatBytes(limitBytes)}; pass preallocated buffers as out, or raise it with setAllocationLimit / MHSA_MAX_ALLOC_BYTES`,
+  );
+}
+
+/** A new zeroed Float32Array of n elements, within the limit; allocation failure is a RangeError naming fn. */
+export function allocateFloats(fn: string, what: string, n: number): Float32Array {
+  checkAllocation(fn, [[what, n]]);
+  try {
+    return new Float32Array(n);
+  } catch (e) {
+    throw rangeError(fn, `could not allocate ${what} (${formatBytes(n * 4)}): ${(e as Error).message}`);
+  }
+}
