@@ -1,6 +1,10 @@
 // Module entry: registers the op bindings and the runtime knobs.
 #include <napi.h>
 
+#include <new>
+#include <stdexcept>
+#include <string>
+
 #include "../kernels/kernel_table.h"
 #include "../runtime/calibrate.h"
 #include "../runtime/cpu_features.h"
@@ -56,21 +60,43 @@ Napi::Value setNumThreadsBinding(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// Runs an entry point so that no C++ exception reaches Node as an abort: an
+// allocation failure anywhere in it (argument decoding included) becomes a
+// RangeError, anything else an Error, each naming the function.
+template <Napi::Value (*Body)(const Napi::CallbackInfo&)>
+Napi::Value guarded(const Napi::CallbackInfo& info, const char* fn) {
+  try {
+    return Body(info);
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": out of memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(info.Env(), std::string(fn) + ": " + e.what());
+  }
+}
+
+template <Napi::Value (*Body)(const Napi::CallbackInfo&)>
+void exportFunction(Napi::Env env, Napi::Object exports, const char* name) {
+  exports.Set(name, Napi::Function::New(
+                        env, [name](const Napi::CallbackInfo& info) { return guarded<Body>(info, name); }, name));
+}
+
 }  // namespace
 }  // namespace mhsa
 
 static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   using namespace mhsa;
   initAsync(env);
-  exports.Set("matmul", Napi::Function::New(env, matmulBinding, "matmul"));
-  exports.Set("softmax", Napi::Function::New(env, softmaxBinding, "softmax"));
-  exports.Set("attention", Napi::Function::New(env, attentionBinding, "attention"));
-  exports.Set("packedSize", Napi::Function::New(env, packedSizeBinding, "packedSize"));
-  exports.Set("packMatrix", Napi::Function::New(env, packMatrixBinding, "packMatrix"));
-  exports.Set("layerNorm", Napi::Function::New(env, layerNormBinding, "layerNorm"));
-  exports.Set("calibrate", Napi::Function::New(env, calibrateBinding, "calibrate"));
-  exports.Set("info", Napi::Function::New(env, infoBinding, "info"));
-  exports.Set("setNumThreads", Napi::Function::New(env, setNumThreadsBinding, "setNumThreads"));
+  exportFunction<matmulBinding>(env, exports, "matmul");
+  exportFunction<softmaxBinding>(env, exports, "softmax");
+  exportFunction<attentionBinding>(env, exports, "attention");
+  exportFunction<packedSizeBinding>(env, exports, "packedSize");
+  exportFunction<packMatrixBinding>(env, exports, "packMatrix");
+  exportFunction<layerNormBinding>(env, exports, "layerNorm");
+  exportFunction<calibrateBinding>(env, exports, "calibrate");
+  exportFunction<infoBinding>(env, exports, "info");
+  exportFunction<setNumThreadsBinding>(env, exports, "setNumThreads");
   exports.Set("defaultNumThreads", Napi::Number::New(env, defaultNumThreads()));
   return exports;
 }
