@@ -26,6 +26,12 @@ export interface MhsaInfo {
    * `threads`; each JS thread making a sync call meanwhile adds itself.
    */
   peakActiveThreads: number;
+  /**
+   * Bytes of native scratch memory held for reuse (packed panels, score
+   * tiles), summed over the compute threads. It grows to fit the largest
+   * problem seen and is then reused: a warmed-up call allocates none.
+   */
+  scratchBytes: number;
   /** Async ops waiting in the package's queue. */
   queued: number;
   /** Async ops handed to the native dispatcher and not yet settled. */
@@ -52,7 +58,7 @@ const VERSION = packageVersion();
  * @example
  * console.log(info());
  * // { version: '0.1.0', isa: 'avx512', blas: null, threads: 2, activeThreads: 0,
- * //   peakActiveThreads: 2, queued: 0, inFlight: 0 }
+ * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0 }
  */
 export function info(): MhsaInfo {
   const n = native.info();
@@ -63,6 +69,7 @@ export function info(): MhsaInfo {
     threads: n.threads,
     activeThreads: n.activeThreads,
     peakActiveThreads: n.peakActiveThreads,
+    scratchBytes: n.scratchBytes,
     ...queueStats(),
   };
 }

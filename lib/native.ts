@@ -22,6 +22,7 @@ export interface NativeAddon {
     threads: number;
     activeThreads: number;
     peakActiveThreads: number;
+    scratchBytes: number;
     blas: string | null;
     pendingAsync: number;
   };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../kernels/kernel_table.h"
+#include "../kernels/scratch.h"
 #include "../runtime/calibrate.h"
 #include "../runtime/cpu_features.h"
 #include "../runtime/thread_pool.h"
@@ -23,6 +24,7 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   r.Set("threads", pool.threads);
   r.Set("activeThreads", pool.activeThreads);
   r.Set("peakActiveThreads", pool.peakActiveThreads);
+  r.Set("scratchBytes", static_cast<double>(scratchBytes().load()));
 #ifdef MHSA_BLAS
   r.Set("blas", MHSA_BLAS);
 #else

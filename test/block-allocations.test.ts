@@ -1,0 +1,106 @@
+/**
+ * MultiHeadSelfAttention allocates nothing per call beyond its output: after
+ * a warm-up call, forward() creates exactly one Float32Array (the result) and
+ * none when `out` is given, and the native scratch memory does not grow.
+ * Counted by replacing the global Float32Array and ArrayBuffer constructors
+ * with counting proxies while the calls run. (One compute thread here; the
+ * JS-side counts do not depend on it.)
+ */
+import { getNumThreads, info, MultiHeadSelfAttention, setNumThreads, tensor, type Tensor } from '../lib';
+import { makeRng } from './helpers/random';
+
+const rng = makeRng(4242);
+function random(shape: number[], scale = 0.2): Tensor {
+  const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
+  for (let i = 0; i < data.length; i++) data[i] = (rng() * 2 - 1) * scale;
+  return tensor(data, shape);
+}
+
+/** Runs fn with every `new Float32Array(...)` and `new ArrayBuffer(...)` counted. */
+async function countAllocations(fn: () => unknown): Promise<{ float32: number; arrayBuffer: number }> {
+  const counts = { float32: 0, arrayBuffer: 0 };
+  const g = globalThis as unknown as { Float32Array: Float32ArrayConstructor; ArrayBuffer: ArrayBufferConstructor };
+  const originalF32 = g.Float32Array;
+  const originalAB = g.ArrayBuffer;
+  g.Float32Array = new Proxy(originalF32, {
+    construct(target, args) {
+      counts.float32++;
+      return Reflect.construct(target, args);
+    },
+  });
+  g.ArrayBuffer = new Proxy(originalAB, {
+    construct(target, args) {
+      counts.arrayBuffer++;
+      return Reflect.construct(target, args);
+    },
+  });
+  try {
+    await fn();
+  } finally {
+    g.Float32Array = originalF32;
+    g.ArrayBuffer = originalAB;
+  }
+  return counts;
+}
+
+const dim = 96;
+const block = new MultiHeadSelfAttention({
+  dim,
+  heads: 6,
+  dimHead: 16,
+  weights: {
+    qkvWeight: random([3 * 96, dim]),
+    qkvBias: random([3 * 96]),
+    outWeight: random([dim, 96]),
+    outBias: random([dim]),
+  },
+  norm: { weight: random([dim], 1), bias: random([dim]) },
+});
+const x = random([3, 70, dim], 1);
+
+// Native scratch is per thread and pool tasks are claimed dynamically, so with
+// several threads a helper may first meet a scratch size on any later call.
+// One compute thread makes "no growth after the first call" exact.
+const threads = getNumThreads();
+beforeAll(() => setNumThreads(1));
+afterAll(() => setNumThreads(threads));
+
+test('the counting proxy sees allocations (so zero below means zero)', async () => {
+  const counts = await countAllocations(() => {
+    new Float32Array(4);
+    new ArrayBuffer(8);
+  });
+  expect(counts).toEqual({ float32: 1, arrayBuffer: 1 });
+});
+
+test('forward: one Float32Array (the output) per call, none with out, no native scratch growth', async () => {
+  const expected = block.forward(x); // warm-up: the workspace and native scratch grow here
+  const scratch = info().scratchBytes;
+  let y: Tensor | undefined;
+  const withoutOut = await countAllocations(() => {
+    y = block.forward(x);
+  });
+  expect(withoutOut).toEqual({ float32: 1, arrayBuffer: 0 });
+  expect(y!.data).toEqual(expected.data);
+
+  const out = tensor(new Float32Array(expected.data.length), [3, 70, dim]);
+  const withOut = await countAllocations(() => {
+    for (let i = 0; i < 20; i++) block.forward(x, { out });
+  });
+  expect(withOut).toEqual({ float32: 0, arrayBuffer: 0 });
+  expect(out.data).toEqual(expected.data);
+  expect(info().scratchBytes).toBe(scratch);
+});
+
+test('forwardAsync: the same, with several calls in flight sharing the workspace pool', async () => {
+  const expected = block.forward(x);
+  await Promise.all([block.forwardAsync(x), block.forwardAsync(x)]); // two workspaces now exist
+  const scratch = info().scratchBytes;
+  const outs = [0, 1].map(() => tensor(new Float32Array(expected.data.length), [3, 70, dim]));
+  const counts = await countAllocations(async () => {
+    for (let round = 0; round < 5; round++) await Promise.all(outs.map((out) => block.forwardAsync(x, { out })));
+  });
+  expect(counts).toEqual({ float32: 0, arrayBuffer: 0 });
+  for (const out of outs) expect(out.data).toEqual(expected.data);
+  expect(info().scratchBytes).toBe(scratch);
+});
