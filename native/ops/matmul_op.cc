@@ -20,10 +20,12 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   if (args.bPacked) {
     if (args.b.size() != 2 || args.transposeB)
       return Status::rangeError("matmul: a packed b must be 2-D and not transposed (transpose when packing)");
-    if (elementCount(args.b) < 0 || args.bLength != packedBSize(args.b[0], args.b[1]))
-      return Status::rangeError("matmul: packed b holds " + std::to_string(args.bLength) +
-                                " floats, expected " + std::to_string(packedBSize(args.b[0], args.b[1])) +
-                                " for " + shapeToString(args.b) + " packed for this CPU");
+    if (elementCount(args.b) < 0)
+      return Status::rangeError("matmul: packed b's shape " + shapeToString(args.b) + " is too large");
+    const int64_t expected = packedBSize(args.b[0], args.b[1]);
+    if (args.bLength != expected)
+      return Status::rangeError("matmul: packed b holds " + std::to_string(args.bLength) + " floats, expected " +
+                                std::to_string(expected) + " for " + shapeToString(args.b) + " packed for this CPU");
   } else if (!(st = checkLength("matmul", "b", args.b, args.bLength)).ok()) {
     return st;
   }
