@@ -4,7 +4,7 @@ import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optFiniteNumber } from './options';
 import { runAsync } from './queue';
 import { PackedMatrix } from './prepack';
-import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
+import { checkFloat32Array, checkNoAlias, checkShape, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
 /** Options of {@link matmul} and {@link matmulAsync}. */
 export interface MatmulOptions {
@@ -28,7 +28,10 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
   const opts = checkOptions<MatmulOptions>(fn, options, KNOWN);
   const ta = checkTensor(fn, 'a', a);
   const packed = b instanceof PackedMatrix;
-  const tb = packed ? { data: b.data, shape: [b.rows, b.cols] } : checkTensor(fn, 'b', b);
+  // A PackedMatrix's fields are checked too: its constructor is public to JS, though not meant to be called.
+  const tb = packed
+    ? { data: checkFloat32Array(fn, 'b.data', b.data), shape: checkShape(fn, 'b.shape', [b.rows, b.cols]) }
+    : checkTensor(fn, 'b', b);
   if (packed && opts.transposeB) {
     throw rangeError(fn, 'options.transposeB cannot apply to a PackedMatrix (pass transpose to prepack instead)');
   }

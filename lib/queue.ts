@@ -6,7 +6,7 @@
  * again when it leaves the queue: one detached while waiting rejects instead
  * of running.
  */
-import { isDetached } from './tensor';
+import { isDetached, isResizable } from './tensor';
 import type { NativeCallback } from './native';
 
 const MAX_IN_FLIGHT = 2;
@@ -29,7 +29,8 @@ export function queueStats(): { queued: number; inFlight: number } {
 
 /** Native messages start with the sync name ("matmul: ..."); name the async function instead. */
 function renameError(e: unknown, fn: string): unknown {
-  if (e instanceof Object && typeof (e as Error).message === 'string') {
+  // Not `instanceof`: errors made by the addon belong to Node's main context, which is not this one under vm or jest.
+  if (typeof e === 'object' && e !== null && typeof (e as Error).message === 'string') {
     const base = fn.replace(/Async$/, '');
     const err = e as Error;
     if (base !== fn && err.message.startsWith(`${base}: `)) err.message = `${fn}: ${err.message.slice(base.length + 2)}`;
@@ -90,6 +91,12 @@ export function runAsync<R>(
     call = prepare();
   } catch (e) {
     return Promise.reject(e);
+  }
+  if (call.buffers.some(isResizable)) {
+    // Shrinking such a buffer releases its memory at once, under the native code computing on it.
+    return Promise.reject(
+      new TypeError(`${call.fn}: an input or output buffer is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`),
+    );
   }
   return enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done])).then(() => call.result);
 }

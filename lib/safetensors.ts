@@ -42,6 +42,16 @@ const DTYPE_BYTES: Record<string, number> = {
 };
 
 const FLOAT_DTYPES: readonly string[] = ['F32', 'F16', 'BF16'];
+
+/** Bytes per element of a dtype, or undefined: own keys only, so "constructor" or "toString" is not a dtype. */
+function dtypeBytes(dtype: string): number | undefined {
+  return Object.hasOwn(DTYPE_BYTES, dtype) ? DTYPE_BYTES[dtype] : undefined;
+}
+
+/** record[key] = value as an own property even for "__proto__" (plain assignment would replace the prototype). */
+function setOwn<T>(record: Record<string, T>, key: string, value: T): void {
+  Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
+}
 const KNOWN_OPTIONS = ['filter'] as const;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -146,7 +156,7 @@ export function loadSafetensors(
     }
     for (const [k, v] of Object.entries(meta as Record<string, unknown>)) {
       if (typeof v !== 'string') throw typeErr(`__metadata__[${JSON.stringify(k)}] must be a string, received ${JSON.stringify(v)}`);
-      metadata[k] = v;
+      setOwn(metadata, k, v);
     }
   }
 
@@ -180,7 +190,7 @@ export function loadSafetensors(
     if (end > dataLen) {
       throw rangeErr(`${t}: data_offsets [${begin}, ${end}] fall outside the ${dataLen} data bytes`);
     }
-    const size = DTYPE_BYTES[e.dtype];
+    const size = dtypeBytes(e.dtype);
     if (size !== undefined) {
       // The element count is bounded by the byte count before it can lose precision.
       let count = 1;
@@ -223,8 +233,8 @@ export function loadSafetensors(
     if (e.dtype === 'F32') data = decodeF32(bytes.buffer, abs, count);
     else if (e.dtype === 'F16') data = decodeF16(bytes.buffer, abs, count);
     else data = decodeBF16(bytes.buffer, abs, count);
-    tensors[e.name] = { data, shape: e.shape };
-    dtypes[e.name] = e.dtype as SafetensorsFloatDtype;
+    setOwn(tensors, e.name, { data, shape: e.shape });
+    setOwn(dtypes, e.name, e.dtype as SafetensorsFloatDtype);
   }
   return { tensors, dtypes, metadata };
 }

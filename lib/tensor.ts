@@ -128,9 +128,8 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
       f32 = Float32Array.from(data as ArrayLike<number>);
     } catch (e) {
       // A BigInt64Array, or an array holding a BigInt or a Symbol: no conversion to float32.
-      throw new TypeError(`${fn}: expected numbers in data but ${describe(data)} holds a value that is not one (${(e as Error).message})`, {
-        cause: e,
-      });
+      const reason = (e as Error).message;
+      throw new TypeError(`${typeError(fn, 'data', 'numbers', data).message}, which holds a value that is not one (${reason})`, { cause: e });
     }
   } else {
     throw typeError(fn, 'data', 'a Float32Array or an array of numbers', data);
