@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -16,6 +17,37 @@ namespace {
 std::atomic<int> activeThreads{0};
 std::atomic<int> peakActiveThreads{0};
 thread_local int computeDepth = 0;
+
+// One parallel region: its tasks, the next unclaimed task and how many are
+// done. Helpers take a reference to the current region when they wake, so a
+// helper that wakes late (descheduled while the others finished) finds every
+// task claimed and goes back to sleep; it never touches a later region's
+// tasks, and the caller never waits for it.
+struct Region {
+  const TaskFn* fn = nullptr;
+  int64_t numTasks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex errorMutex;
+  std::exception_ptr firstError;
+
+  // Claims and runs tasks until none is left; true if it ran the last one to finish.
+  bool work() {
+    bool finishedLast = false;
+    for (;;) {
+      const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= numTasks) return finishedLast;
+      try {
+        (*fn)(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(errorMutex);
+        if (!firstError) firstError = std::current_exception();
+      }
+      finishedLast = done.fetch_add(1, std::memory_order_acq_rel) + 1 == numTasks;
+    }
+  }
+  bool finished() const { return done.load(std::memory_order_acquire) == numTasks; }
+};
 
 class ThreadPool {
  public:
@@ -35,49 +67,38 @@ class ThreadPool {
   void run(int64_t numTasks, const TaskFn& fn) {
     if (numTasks <= 0) return;
     ComputeScope computing;
-    std::unique_lock<std::mutex> region(regionMutex_, std::try_to_lock);
-    if (!region.owns_lock() || helpers_.empty() || numTasks == 1) {
+    std::unique_lock<std::mutex> regionLock(regionMutex_, std::try_to_lock);
+    if (!regionLock.owns_lock() || helpers_.empty() || numTasks == 1) {
       for (int64_t t = 0; t < numTasks; ++t) fn(t);
       return;
     }
+    auto region = std::make_shared<Region>();
+    region->fn = &fn;
+    region->numTasks = numTasks;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      fn_ = &fn;
-      numTasks_ = numTasks;
-      nextTask_.store(0);
-      firstError_ = nullptr;
-      busyHelpers_.store(static_cast<int>(helpers_.size()));
+      region_ = region;
       // Published under the lock (no lost wake-up for a helper about to
       // sleep) and with release order (a spinning helper that sees the new
-      // generation also sees fn_ and numTasks_).
+      // generation then finds region_ set under the same lock).
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    workOnTasks();
-    // Helpers usually finish within microseconds of the caller: spin briefly
-    // before sleeping on the condition variable.
-    if (!spinUntil([this] { return busyHelpers_.load(std::memory_order_acquire) == 0; })) {
+    region->work();
+    // Wait only for tasks that helpers claimed and are still running; they
+    // usually end within microseconds, so spin briefly before sleeping.
+    if (!spinUntil([&] { return region->finished(); })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [this] { return busyHelpers_.load(std::memory_order_acquire) == 0; });
+      done_.wait(lock, [&] { return region->finished(); });
     }
-    fn_ = nullptr;
-    if (firstError_) std::rethrow_exception(firstError_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      region_.reset();
+    }
+    if (region->firstError) std::rethrow_exception(region->firstError);
   }
 
  private:
-  void workOnTasks() {
-    for (;;) {
-      int64_t t = nextTask_.fetch_add(1);
-      if (t >= numTasks_) return;
-      try {
-        (*fn_)(t);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!firstError_) firstError_ = std::current_exception();
-      }
-    }
-  }
-
   // Spins (pausing the core) until pred() holds or kSpinMicros pass; false on timeout.
   template <typename Pred>
   static bool spinUntil(Pred pred) {
@@ -106,19 +127,23 @@ class ThreadPool {
       const bool next = spinUntil([&] {
         return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
       });
-      if (!next) {
+      std::shared_ptr<Region> region;
+      {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        if (!next) wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        if (stop_.load()) return;
+        seen = generation_.load();
+        region = region_;  // null if that region already ended
       }
-      if (stop_.load(std::memory_order_acquire)) return;
-      seen = generation_.load(std::memory_order_acquire);
+      if (!region) continue;
+      bool finishedLast;
       {
         ComputeScope computing;
-        workOnTasks();
+        finishedLast = region->work();
       }
-      if (busyHelpers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (finishedLast) {
         std::lock_guard<std::mutex> lock(mutex_);
-        done_.notify_one();
+        done_.notify_all();
       }
     }
   }
@@ -135,15 +160,11 @@ class ThreadPool {
   }
 
   std::mutex regionMutex_;  // held for a whole parallel region or a resize
-  std::mutex mutex_;        // guards the fields below
+  std::mutex mutex_;        // guards region_ and the condition variables' predicates
   std::condition_variable wake_;
   std::condition_variable done_;
   std::vector<std::thread> helpers_;
-  const TaskFn* fn_ = nullptr;
-  int64_t numTasks_ = 0;
-  std::atomic<int64_t> nextTask_{0};
-  std::exception_ptr firstError_;
-  std::atomic<int> busyHelpers_{0};
+  std::shared_ptr<Region> region_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   // How long an idle helper (or a caller waiting for helpers) spins before

@@ -5,8 +5,10 @@
 // parallel region runs at a time: a caller that finds the pool busy (another
 // JS thread, or a sync call while an async op computes) runs its tasks alone
 // rather than waiting, so the number of compute threads stays bounded and no
-// caller blocks behind another's work. Idle helpers sleep on a condition
-// variable; nothing spins.
+// caller blocks behind another's work. A region ends when its tasks are done,
+// not when every helper has checked in: a helper the OS has not scheduled yet
+// (the machine busy with other processes) costs the caller nothing. Idle
+// helpers spin for at most 50 us, then sleep on a condition variable.
 #pragma once
 
 #include <cstdint>
