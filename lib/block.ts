@@ -113,6 +113,9 @@ interface Prepared {
 }
 
 const CLASS = 'MultiHeadSelfAttention';
+/** Idle workspaces a block keeps: the native side computes at most two async calls at once. */
+const MAX_IDLE_WORKSPACES = 2;
+
 const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps'] as const;
 const WEIGHT_KEYS = ['qkvWeight', 'qkvBias', 'outWeight', 'outBias'] as const;
 const NORM_KEYS = ['weight', 'bias'] as const;
@@ -763,7 +766,29 @@ export class MultiHeadSelfAttention {
   }
 
   private release(ws: Workspace): void {
-    this.pool.push(ws);
+    // A burst of concurrent forwardAsync calls makes one workspace each; once
+    // it is over, keep only as many as can compute at once.
+    if (this.pool.length < MAX_IDLE_WORKSPACES) this.pool.push(ws);
+  }
+
+  /**
+   * Bytes held by idle workspaces: at most two, each sized for the largest
+   * input seen. {@link releaseWorkspaces} frees them.
+   */
+  get workspaceBytes(): number {
+    return this.pool.reduce((sum, ws) => sum + ws.buffer.byteLength, 0);
+  }
+
+  /**
+   * Drops the idle workspaces (after an unusually large input, say), so the
+   * garbage collector can free them; the next call makes one of its size.
+   *
+   * @example
+   * block.forward(hugeBatch);
+   * block.releaseWorkspaces(); // do not keep hugeBatch-sized buffers around
+   */
+  releaseWorkspaces(): void {
+    this.pool.length = 0;
   }
 
   /** Floats per token row: the normalized input (with norm), q, k, v, and the merged heads (with projection). */

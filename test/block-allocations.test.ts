@@ -104,3 +104,19 @@ test('forwardAsync: the same, with several calls in flight sharing the workspace
   for (const out of outs) expect(out.data).toEqual(expected.data);
   expect(info().scratchBytes).toBe(scratch);
 });
+
+test('after a burst of concurrent calls at most two idle workspaces stay, and releaseWorkspaces frees them', async () => {
+  const big = random([4, 150, dim], 1);
+  const expected = block.forward(big);
+  const results = await Promise.all(Array.from({ length: 6 }, () => block.forwardAsync(big)));
+  for (const r of results) expect(r.data).toEqual(expected.data);
+  const perWorkspace = 4 * 150 * block.dim * 4; // at least the rows of one [4, 150] input
+  expect(block.workspaceBytes).toBeGreaterThanOrEqual(perWorkspace);
+  expect(block.workspaceBytes).toBeLessThanOrEqual(2 * perWorkspace * 8);
+  const idleBefore = block.workspaceBytes;
+  block.releaseWorkspaces();
+  expect(block.workspaceBytes).toBe(0);
+  expect(block.forward(big).data).toEqual(expected.data);
+  expect(block.workspaceBytes).toBeLessThanOrEqual(idleBefore);
+  expect(block.workspaceBytes).toBeGreaterThan(0);
+});

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {
       {"g_sq64", 64, 64, 64},          {"g_sq256", 256, 256, 256},       {"g_sq1024", 1024, 1024, 1024},
       {"g_sq2048", 2048, 2048, 2048},  {"g_qk512", 512, 512, 64},        {"g_av512", 512, 64, 512},
-      {"g_qkv197", 197, 2304, 768},    {"g_qkv1024", 1024, 2304, 768},
+      {"g_qkv197", 197, 2304, 768},    {"g_qkv1024", 1024, 2304, 768},   {"g_proj197", 197, 768, 768},
   };
   if (const char* only = std::getenv("SHAPES")) {
     std::string want = only;
@@ -82,6 +82,13 @@ int main(int argc, char** argv) {
       p.outRowStride = s.n;
       p.outColStride = 1;
       p.accumulate = false;
+      // PREPACK=1: B packed once up front (as the block's weights are), so only A is packed per call.
+      std::vector<float> packedB;
+      if (std::getenv("PREPACK")) {
+        packedB.resize(static_cast<size_t>(mhsa::packedBSize(s.k, s.n)));
+        mhsa::packWholeB(p.b, s.k, s.n, packedB.data());
+        p.packedB = packedB.data();
+      }
       const double flops = 2.0 * s.m * s.n * s.k;
       const double tm = medianSeconds([&] { mhsa::gemmParallel(p); }, minTime);
       // Relative error on a sample of rows against a double reference.
