@@ -1,7 +1,9 @@
 /**
  * Loads the compiled addon through `bindings`. MHSA_ADDON=cmake selects the
- * cmake-js build (build-cmake/) instead of the default node-gyp one (build/).
+ * cmake-js build (build-cmake/) instead of the default node-gyp one (build/);
+ * MHSA_ADDON=path/to/mhsa.node loads that file.
  */
+import * as path from 'node:path';
 import bindings = require('bindings');
 
 /** Completion callback of an async native call. */
@@ -31,7 +33,10 @@ export interface NativeAddon {
 }
 
 function load(): NativeAddon {
-  if (process.env.MHSA_ADDON === 'cmake') {
+  const chosen = process.env.MHSA_ADDON;
+  // A path to a .node file: that build (e.g. a cmake-js build with -DMHSA_WITH_BLAS=ON elsewhere).
+  if (chosen !== undefined && chosen.endsWith('.node')) return require(path.resolve(chosen)) as NativeAddon;
+  if (chosen === 'cmake') {
     return bindings({
       bindings: 'mhsa.node',
       try: [['module_root', 'build-cmake', 'Release', 'bindings']],

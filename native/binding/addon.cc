@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../kernels/gemm_blas.h"
 #include "../kernels/kernel_table.h"
 #include "../kernels/scratch.h"
 #include "../runtime/calibrate.h"
@@ -25,11 +26,10 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   r.Set("activeThreads", pool.activeThreads);
   r.Set("peakActiveThreads", pool.peakActiveThreads);
   r.Set("scratchBytes", static_cast<double>(scratchBytes().load()));
-#ifdef MHSA_BLAS
-  r.Set("blas", MHSA_BLAS);
-#else
-  r.Set("blas", env.Null());
-#endif
+  if (const char* blas = systemBlasName())
+    r.Set("blas", blas);
+  else
+    r.Set("blas", env.Null());
   r.Set("pendingAsync", pendingAsync(env));
   return r;
 }

@@ -1,5 +1,6 @@
 #include "matmul_op.h"
 
+#include "../kernels/gemm_blas.h"
 #include "../runtime/thread_pool.h"
 
 namespace mhsa {
@@ -156,6 +157,22 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   p.accumulate = accumulate;
   if (plan.bPacked) p.packedB = b;
 
+  // Batch entry `index` as its own product.
+  auto entry = [&](int64_t index) {
+    GemmProblem q = p;
+    q.a.data = a + batchOffset(plan, plan.aBatchStrides, index);
+    q.b.data = b + batchOffset(plan, plan.bBatchStrides, index);
+    q.out = out + index * plan.m * plan.n;
+    return q;
+  };
+
+  // Built with a system BLAS: one sgemm per entry (BLAS threads each). The
+  // strides are the same for every entry, so if BLAS takes the first it takes all.
+  if (systemBlasName() != nullptr && systemBlasGemm(entry(0))) {
+    for (int64_t index = 1; index < plan.batchCount; ++index) systemBlasGemm(entry(index));
+    return;
+  }
+
   // One weight matrix against a batch of row-major inputs (a projection): the
   // batch folds into M, so B is packed once for every row of every entry.
   // Entry rows must be k apart: true for a row-major a, or a single row.
@@ -175,22 +192,10 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   // Many small products (attention-shaped batches): one product per task.
   const double flops = 2.0 * plan.m * plan.n * plan.k;
   if (plan.batchCount >= numThreads() && flops < 64.0 * kGemmParallelMinFlops) {
-    parallelFor(plan.batchCount, [&](int64_t index) {
-      GemmProblem q = p;
-      q.a.data = a + batchOffset(plan, plan.aBatchStrides, index);
-      q.b.data = b + batchOffset(plan, plan.bBatchStrides, index);
-      q.out = out + index * plan.m * plan.n;
-      gemmSerial(q);
-    });
+    parallelFor(plan.batchCount, [&](int64_t index) { gemmSerial(entry(index)); });
     return;
   }
-  for (int64_t index = 0; index < plan.batchCount; ++index) {
-    GemmProblem q = p;
-    q.a.data = a + batchOffset(plan, plan.aBatchStrides, index);
-    q.b.data = b + batchOffset(plan, plan.bBatchStrides, index);
-    q.out = out + index * plan.m * plan.n;
-    gemmParallel(q);
-  }
+  for (int64_t index = 0; index < plan.batchCount; ++index) gemmParallel(entry(index));
 }
 
 }  // namespace mhsa
