@@ -1,9 +1,10 @@
 /** The peers, in report order. Each is one file in this folder behind the {@link Impl} interface. */
 import { jsImpl } from './js';
+import { mhsaUnfusedImpl } from './mhsa-unfused';
 import { onnxruntimeImpl, onnxruntimeMhaImpl } from './onnxruntime';
 import { tfjsWasmImpl } from './tfjs-wasm';
 import type { Impl } from './types';
 
 export type { Impl, Prepared } from './types';
 
-export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, tfjsWasmImpl, jsImpl];
+export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, mhsaUnfusedImpl, tfjsWasmImpl, jsImpl];
