@@ -6,6 +6,7 @@ export const {
   matmul,
   matmulAsync,
   prepack,
+  prepackAsync,
   PackedMatrix,
   softmax,
   softmaxAsync,

@@ -6,7 +6,7 @@
  */
 export { tensor, type Tensor, type TensorLike } from './tensor';
 export { matmul, matmulAsync, type MatmulOptions } from './matmul';
-export { prepack, PackedMatrix, type PrepackOptions } from './prepack';
+export { prepack, prepackAsync, PackedMatrix, type PrepackOptions } from './prepack';
 export { softmax, softmaxAsync, type SoftmaxOptions } from './softmax';
 export {
   attention,

@@ -16,7 +16,7 @@ export interface NativeAddon {
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
   packedSize(desc: Float64Array): number;
-  packMatrix(b: Float32Array, out: Float32Array, desc: Float64Array): void;
+  packMatrix(...args: unknown[]): void;
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };
   info(): {

@@ -2,6 +2,7 @@ import { formatShape, rangeError } from './errors';
 import { allocateFloats } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean } from './options';
+import { runAsync } from './queue';
 import { checkTensor, type TensorLike } from './tensor';
 
 /**
@@ -51,7 +52,24 @@ export interface PrepackOptions {
  * @throws TypeError for a wrong kind of argument, RangeError unless b is 2-D.
  */
 export function prepack(b: TensorLike, options?: PrepackOptions): PackedMatrix {
-  const fn = 'prepack';
+  const call = preparePack('prepack', b, options);
+  native.packMatrix(...call.args());
+  return call.result;
+}
+
+/**
+ * {@link prepack} computed off the JS thread (packing a large weight takes
+ * about a millisecond per million elements); invalid arguments reject the
+ * promise. Do not modify b until it settles.
+ *
+ * @example
+ * const packed = await prepackAsync(w, { transpose: true });
+ */
+export function prepackAsync(b: TensorLike, options?: PrepackOptions): Promise<PackedMatrix> {
+  return runAsync(() => preparePack('prepackAsync', b, options), (args) => native.packMatrix(...args));
+}
+
+function preparePack(fn: string, b: TensorLike, options: PrepackOptions | undefined) {
   const opts = checkOptions<PrepackOptions>(fn, options, ['transpose']);
   const tb = checkTensor(fn, 'b', b);
   if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
@@ -59,7 +77,6 @@ export function prepack(b: TensorLike, options?: PrepackOptions): PackedMatrix {
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
   const size = native.packedSize(new Descriptor().shape([k, n]).done());
   const data = allocateFloats(fn, 'the packed matrix', size);
-  native.packMatrix(tb.data, data, new Descriptor().shape(tb.shape).flag(transpose).done());
-  return new PackedMatrix(data, k, n);
+  const args = (): unknown[] => [tb.data, data, new Descriptor().shape(tb.shape).flag(transpose).done()];
+  return { fn, args, result: new PackedMatrix(data, k, n), buffers: [tb.data, data] };
 }
-

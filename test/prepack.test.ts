@@ -5,7 +5,7 @@
  * In a build with a system BLAS the unpacked products go to BLAS (prepacked
  * ones never do), so there the two agree within rounding instead of bit for bit.
  */
-import { info, matmul, matmulAsync, prepack, PackedMatrix, type Tensor } from '../lib';
+import { info, matmul, matmulAsync, prepack, prepackAsync, PackedMatrix, type Tensor } from '../lib';
 import { expectBitEqual, expectClose, pickSeed, poisoned, randomFloat32, rngFor, type Rng } from './helpers/random';
 import { refMatmul } from './helpers/reference';
 
@@ -100,5 +100,23 @@ describe(`prepack (seed ${SEED})`, () => {
     const out = { data: new Float32Array(12).fill(7), shape: [2, 6] };
     expect(() => matmul(t(rng, [2, 4]), forged, { out })).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/^matmul: packed b holds 3 floats/) }));
     expect(Array.from(out.data)).toEqual(new Array(12).fill(7));
+  });
+
+  test('prepackAsync packs the same panels off the JS thread and rejects bad arguments', async () => {
+    const rng = rngFor(SEED, 'async-pack');
+    for (const [k, n, transpose] of [[65, 197, false], [300, 17, true], [1, 1, false]] as const) {
+      const w = t(rng, transpose ? [n, k] : [k, n]);
+      const pending = prepackAsync(w, { transpose });
+      expect(pending).toBeInstanceOf(Promise);
+      const packed = await pending;
+      expect(packed).toBeInstanceOf(PackedMatrix);
+      expect(packed.shape).toEqual([k, n]);
+      expectBitEqual(packed.data, prepack(w, { transpose }).data, { seed: SEED, label: `prepackAsync [${k}, ${n}]` });
+    }
+    const named = (name: string) =>
+      expect.objectContaining({ name, message: expect.stringMatching(/^prepackAsync: /) });
+    await expect(prepackAsync({ data: new Float32Array(6), shape: [1, 2, 3] })).rejects.toEqual(named('RangeError'));
+    await expect(prepackAsync({ data: new Float64Array(6), shape: [2, 3] } as unknown as Tensor)).rejects.toEqual(named('TypeError'));
+    await expect(prepackAsync(t(rng, [2, 3]), { transpose: 1 } as unknown as { transpose: boolean })).rejects.toEqual(named('TypeError'));
   });
 });
