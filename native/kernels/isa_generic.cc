@@ -5,7 +5,13 @@
 
 #include "kernel_table.h"
 
+// On arm64 the baseline includes NEON and GCC/Clang vectorize these loops
+// with it, so that is the name info() reports there.
+#if defined(__aarch64__)
+#define MHSA_KERNEL_TABLE_NAME "neon"
+#else
 #define MHSA_KERNEL_TABLE_NAME "scalar"
+#endif
 
 namespace mhsa {
 namespace generic {
