@@ -216,3 +216,29 @@ TEST(concurrent_callers_share_the_pool_and_stay_correct) {
   for (auto& t : threads) t.join();
   CHECK(wrong.load() == 0);
 }
+
+TEST(thread_pool_stress_regions_resizes_and_concurrent_callers) {
+  // Thousands of short regions back to back (helpers often still spinning, or
+  // waking late), resizes in between, and two other threads calling at the
+  // same time: every task of every region runs exactly once.
+  const int original = numThreads();
+  std::atomic<int> wrong{0};
+  auto hammer = [&](uint64_t seed, int regions, bool resize) {
+    std::mt19937_64 rng(seed);
+    for (int r = 0; r < regions; ++r) {
+      if (resize && r % 250 == 249) setNumThreads(1 + static_cast<int>(rng() % 4));
+      const int64_t tasks = 2 + static_cast<int64_t>(rng() % 40);
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(tasks));
+      parallelFor(tasks, [&](int64_t t) { hits[static_cast<size_t>(t)].fetch_add(1); });
+      for (const auto& h : hits)
+        if (h.load() != 1) ++wrong;
+    }
+  };
+  std::thread other1(hammer, testSeed() + 50, 1500, false);
+  std::thread other2(hammer, testSeed() + 51, 1500, false);
+  hammer(testSeed() + 52, 3000, true);
+  other1.join();
+  other2.join();
+  setNumThreads(original);
+  CHECK(wrong.load() == 0);
+}
