@@ -75,6 +75,8 @@ Napi::Value guarded(const Napi::CallbackInfo& info, const char* fn) {
     throw Napi::RangeError::New(info.Env(), std::string(fn) + ": out of memory (std::bad_alloc)");
   } catch (const std::exception& e) {
     throw Napi::Error::New(info.Env(), std::string(fn) + ": " + e.what());
+  } catch (...) {
+    throw Napi::Error::New(info.Env(), "mhsa: unknown native error");
   }
 }
 

@@ -183,7 +183,17 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
   }
   napi_create_reference(env, callback, 1, &job->callback);
   if (state->pending++ == 0) napi_ref_threadsafe_function(env, state->tsfn);
-  dispatcher().push(job);
+  try {
+    dispatcher().push(job);
+  } catch (...) {
+    // Not queued (no memory, or the dispatcher thread could not start): undo
+    // everything so the process is not kept alive by a job that never runs.
+    for (napi_ref r : job->refs) napi_delete_reference(env, r);
+    napi_delete_reference(env, job->callback);
+    delete job;
+    if (--state->pending == 0) napi_unref_threadsafe_function(env, state->tsfn);
+    throw;
+  }
 }
 
 void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callbackIndex,
@@ -201,6 +211,8 @@ void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callback
     throw;
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string(fn) + ": " + e.what());
+  } catch (...) {
+    throw Napi::Error::New(env, std::string(fn) + ": unknown native error");
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 
 #include "../runtime/thread_pool.h"
 
@@ -50,8 +51,14 @@ bool systemBlasGemm(const GemmProblem& p) {
   int64_t lda, ldb;
   if (!asCblas(p.a, p.m, p.k, &transA, &lda) || !asCblas(p.b, p.k, p.n, &transB, &ldb)) return false;
   if (lda > INT_MAX || ldb > INT_MAX) return false;
-  // OpenBLAS keeps its own threads; match the count setNumThreads chose.
-  static thread_local int threadsSet = 0;
+  // One BLAS call at a time: OpenBLAS's thread count is process-wide and must
+  // not change under a running call, and each call already uses every thread.
+  // A caller that finds BLAS busy uses the built-in kernels instead of waiting,
+  // as a caller that finds the pool busy computes alone.
+  static std::mutex blasMutex;
+  static int threadsSet = 0;  // guarded by blasMutex
+  std::unique_lock<std::mutex> lock(blasMutex, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
   if (threadsSet != numThreads()) {
     threadsSet = numThreads();
     openblas_set_num_threads(threadsSet);

@@ -15,7 +15,7 @@ const char* kDimNames[3][4] = {
 const int kAxis[3][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 1, 3, 2}};
 
 Strided4 stridesOf(AttentionLayout layout, const Shape& s) {
-  const int64_t st[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  const int64_t st[4] = {mulSat(mulSat(s[1], s[2]), s[3]), mulSat(s[2], s[3]), s[3], 1};
   const int* ax = kAxis[static_cast<int>(layout)];
   return {nullptr, st[ax[0]], st[ax[1]], st[ax[2]], st[ax[3]]};
 }

@@ -49,6 +49,8 @@ Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg
   const double beta = r.number("beta");
   args.bPacked = r.flag("bPacked");
   MHSA_RETURN_IF_ERROR(r.finish());
+  if (!isFiniteFloat(alpha) || !isFiniteFloat(beta))
+    return Status::rangeError("matmul: alpha and beta must be finite float32 numbers");
   args.hasC = c.present;
   args.aLength = a.length;
   args.bLength = b.length;

@@ -74,9 +74,9 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   plan->aBatchStrides = broadcastStrides(aBatch, batch);
   plan->bBatchStrides = broadcastStrides(bBatch, batch);
   // Each batch entry of a is aRows x aCols row-major; op(a) reads it transposed by swapping strides.
-  const int64_t aMatrix = aRows * aCols, bMatrix = bRows * bCols;
-  for (int64_t& s : plan->aBatchStrides) s *= aMatrix;
-  for (int64_t& s : plan->bBatchStrides) s *= bMatrix;
+  const int64_t aMatrix = mulSat(aRows, aCols), bMatrix = mulSat(bRows, bCols);
+  for (int64_t& s : plan->aBatchStrides) s = mulSat(s, aMatrix);
+  for (int64_t& s : plan->bBatchStrides) s = mulSat(s, bMatrix);
   plan->aRowStride = args.transposeA ? 1 : aCols;
   plan->aColStride = args.transposeA ? aCols : 1;
   plan->bRowStride = args.transposeB ? 1 : bCols;
@@ -166,10 +166,12 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
     return q;
   };
 
-  // Built with a system BLAS: one sgemm per entry (BLAS threads each). The
-  // strides are the same for every entry, so if BLAS takes the first it takes all.
+  // Built with a system BLAS: one sgemm per entry (BLAS threads each). An
+  // entry BLAS declines (strides it cannot take, or BLAS busy with another
+  // caller) runs on the built-in kernels.
   if (systemBlasName() != nullptr && systemBlasGemm(entry(0))) {
-    for (int64_t index = 1; index < plan.batchCount; ++index) systemBlasGemm(entry(index));
+    for (int64_t index = 1; index < plan.batchCount; ++index)
+      if (!systemBlasGemm(entry(index))) gemmParallel(entry(index));
     return;
   }
 

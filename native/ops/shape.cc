@@ -56,7 +56,7 @@ Shape broadcastStrides(const Shape& s, const Shape& target) {
     const size_t si = s.size() - 1 - k;
     const size_t ti = target.size() - 1 - k;
     strides[ti] = (s[si] == 1 && target[ti] != 1) ? 0 : stride;
-    stride *= s[si];
+    stride = mulSat(stride, s[si]);
   }
   return strides;
 }

@@ -27,6 +27,15 @@ struct Status {
 // Float32Array holds, so count * 4 bytes and every offset fit comfortably in int64.
 constexpr int64_t kMaxElements = (int64_t{1} << 32) - 1;
 
+// a * b for non-negative sizes, saturating at INT64_MAX instead of overflowing.
+// Strides and sizes of a tensor with no elements may be astronomically large
+// ([0, 2^40, 2^40]); they are never used to address memory, but computing them
+// must not be undefined behaviour.
+inline int64_t mulSat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 // Product of dims, or -1 if it exceeds kMaxElements (dims must be >= 0).
 int64_t elementCount(const Shape& s);
 

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -53,7 +54,9 @@ class ThreadPool {
  public:
   explicit ThreadPool(int n) { resize(n); }
 
-  int size() const { return static_cast<int>(helpers_.size()) + 1; }
+  // Read by any thread at any time, so kept apart from helpers_ (which only
+  // resize() changes, under regionMutex_).
+  int size() const { return size_.load(std::memory_order_acquire); }
 
   void resize(int n) {
     std::lock_guard<std::mutex> region(regionMutex_);
@@ -61,17 +64,35 @@ class ThreadPool {
     // Each helper starts from the current generation, so it cannot mistake a
     // region that began before it first took the lock for one it has done.
     const uint64_t gen = generation_.load();
-    for (int i = 1; i < n; ++i) helpers_.emplace_back([this, gen] { helperLoop(gen); });
+    for (int i = 1; i < n; ++i) {
+      try {
+        helpers_.emplace_back([this, gen] { helperLoop(gen); });
+      } catch (const std::system_error&) {
+        break;  // the OS refused another thread: carry on with the helpers we have
+      }
+    }
+    size_.store(static_cast<int>(helpers_.size()) + 1, std::memory_order_release);
   }
 
   void run(int64_t numTasks, const TaskFn& fn) {
     if (numTasks <= 0) return;
     ComputeScope computing;
-    std::unique_lock<std::mutex> regionLock(regionMutex_, std::try_to_lock);
-    if (!regionLock.owns_lock() || helpers_.empty() || numTasks == 1) {
-      for (int64_t t = 0; t < numTasks; ++t) fn(t);
+    // A task that itself calls parallelFor runs that inner loop alone: this
+    // thread may already hold regionMutex_, and locking it again is undefined.
+    if (ownsRegion) {
+      runInline(numTasks, fn);
       return;
     }
+    std::unique_lock<std::mutex> regionLock(regionMutex_, std::try_to_lock);
+    if (!regionLock.owns_lock() || helpers_.empty() || numTasks == 1) {
+      regionLock = {};
+      runInline(numTasks, fn);
+      return;
+    }
+    ownsRegion = true;
+    struct ClearOwnership {
+      ~ClearOwnership() { ownsRegion = false; }
+    } clearOwnership;
     auto region = std::make_shared<Region>();
     region->fn = &fn;
     region->numTasks = numTasks;
@@ -99,6 +120,20 @@ class ThreadPool {
   }
 
  private:
+  // Every task on this thread; like a region, the first exception is rethrown
+  // after the rest have run.
+  static void runInline(int64_t numTasks, const TaskFn& fn) {
+    std::exception_ptr firstError;
+    for (int64_t t = 0; t < numTasks; ++t) {
+      try {
+        fn(t);
+      } catch (...) {
+        if (!firstError) firstError = std::current_exception();
+      }
+    }
+    if (firstError) std::rethrow_exception(firstError);
+  }
+
   // Spins (pausing the core) until pred() holds or kSpinMicros pass; false on timeout.
   template <typename Pred>
   static bool spinUntil(Pred pred) {
@@ -167,10 +202,14 @@ class ThreadPool {
   std::shared_ptr<Region> region_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> size_{1};
+  static thread_local bool ownsRegion;
   // How long an idle helper (or a caller waiting for helpers) spins before
   // sleeping. Bounded, so an idle pool costs nothing after this long.
   static constexpr int kSpinMicros = 50;
 };
+
+thread_local bool ThreadPool::ownsRegion = false;
 
 // Never destroyed: helpers may still sleep on its condition variables while
 // the process exits, and joining threads from a static destructor can hang.

@@ -242,3 +242,48 @@ TEST(thread_pool_stress_regions_resizes_and_concurrent_callers) {
   setNumThreads(original);
   CHECK(wrong.load() == 0);
 }
+
+TEST(empty_tensors_with_huge_dims_plan_without_overflow) {
+  // No elements, so valid, but the other dims multiply past int64 (UBSan
+  // flagged the stride arithmetic before it saturated). Found in review.
+  {
+    DescBuilder d;
+    d.shape({0, 1LL << 40, 1LL << 40}).shape({1LL << 40, 0}).shape({}).shape({0, 1LL << 40, 0});
+    d.flag(false).flag(false).number(1).number(0).flag(false);
+    MatmulCall call;
+    const Status st = prepareMatmul(d.done(), {nullptr, 0, true}, {nullptr, 0, true}, none(), {nullptr, 0, true}, &call);
+    CHECK_MSG(st.ok(), st.message);
+    if (st.ok()) runCall(call);
+  }
+  {
+    DescBuilder d;
+    const Shape huge{0, 1LL << 40, 1LL << 40, 1LL << 40};
+    d.number(0).shape(huge).shape(huge).shape(huge).shape(huge).flag(false).number(0).flag(false).shape({});
+    AttentionCall call;
+    const Status st = prepareAttention(d.done(), {nullptr, 0, true}, {nullptr, 0, true}, {nullptr, 0, true},
+                                       {nullptr, 0, true}, none(), none(), none(), &call);
+    CHECK_MSG(st.ok(), st.message);
+    if (st.ok()) runCall(call);
+  }
+}
+
+TEST(nested_parallel_for_runs_inline) {
+  std::atomic<int> inner{0};
+  parallelFor(8, [&](int64_t) { parallelFor(16, [&](int64_t) { inner.fetch_add(1); }); });
+  CHECK(inner.load() == 8 * 16);
+  // Inline runs still finish every task before rethrowing the first error.
+  std::atomic<int> ran{0};
+  bool threw = false;
+  try {
+    parallelFor(1, [&](int64_t) {
+      parallelFor(10, [&](int64_t t) {
+        ran.fetch_add(1);
+        if (t == 3) throw std::runtime_error("task 3");
+      });
+    });
+  } catch (const std::runtime_error&) {
+    threw = true;
+  }
+  CHECK(threw);
+  CHECK(ran.load() == 10);
+}
