@@ -709,11 +709,9 @@ export class MultiHeadSelfAttention {
     }
 
     // Everything this call may allocate, checked before any of it is.
-    const idle = this.pool[this.pool.length - 1];
-    const growRows = idle && idle.rows >= batch * tokens ? 0 : batch * tokens;
     checkAllocation(fn, [
       ['the result', opts.out === undefined ? batch * tokens * this.dim : 0],
-      ['the workspace', growRows * this.rowFloats()],
+      ['the workspace', this.workspaceGrowth(batch * tokens)],
       ['the weights', returnWeights ? batch * tokens * tokens * (this.heads + 1) : 0],
     ]);
     const out = resultTensor(fn, opts.out, tx.shape);
@@ -763,6 +761,12 @@ export class MultiHeadSelfAttention {
       ws.rows = rows;
     }
     return ws;
+  }
+
+  /** Floats the next acquire(rows) allocates: none if the idle workspace it would pop is big enough. */
+  private workspaceGrowth(rows: number): number {
+    const idle = this.pool[this.pool.length - 1];
+    return idle !== undefined && idle.rows >= rows ? 0 : rows * this.rowFloats();
   }
 
   private release(ws: Workspace): void {

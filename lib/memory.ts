@@ -6,7 +6,7 @@
  * of the whole process (Linux overcommits, then kills on first touch).
  */
 import * as os from 'node:os';
-import { rangeError } from './errors';
+import { rangeError, typeError } from './errors';
 
 const GiB = 2 ** 30;
 
@@ -36,7 +36,7 @@ function formatBytes(n: number): string {
  * @throws TypeError if bytes is not a number, RangeError unless it is a positive integer.
  */
 export function setAllocationLimit(bytes: number): void {
-  if (typeof bytes !== 'number') throw new TypeError(`setAllocationLimit: expected a number for bytes but received ${typeof bytes}`);
+  if (typeof bytes !== 'number') throw typeError('setAllocationLimit', 'bytes', 'a number', bytes);
   if (!Number.isSafeInteger(bytes) || bytes < 1) {
     throw rangeError('setAllocationLimit', `bytes must be a positive integer, received ${bytes}`);
   }

@@ -7,13 +7,12 @@
  * JS-side counts do not depend on it.)
  */
 import { getNumThreads, info, MultiHeadSelfAttention, setNumThreads, tensor, type Tensor } from '../lib';
-import { makeRng } from './helpers/random';
+import { makeRng, randomFloat32 } from './helpers/random';
+import { numel } from './helpers/reference';
 
 const rng = makeRng(4242);
 function random(shape: number[], scale = 0.2): Tensor {
-  const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-  for (let i = 0; i < data.length; i++) data[i] = (rng() * 2 - 1) * scale;
-  return tensor(data, shape);
+  return tensor(randomFloat32(rng, numel(shape)).map((x) => x * scale), shape);
 }
 
 /** Runs fn with every `new Float32Array(...)` and `new ArrayBuffer(...)` counted. */

@@ -5,7 +5,8 @@
  */
 import * as fs from 'node:fs';
 import { attention, attentionAsync, getNumThreads, info, matmulAsync, setNumThreads, softmaxAsync } from '../lib';
-import { makeRng } from './helpers/random';
+import { makeRng, randomFloat32 } from './helpers/random';
+import { numel } from './helpers/reference';
 
 /** Threads of this process, from /proc (Linux), or null elsewhere. */
 function osThreadCount(): number | null {
@@ -19,11 +20,7 @@ function osThreadCount(): number | null {
 }
 
 const rng = makeRng(77);
-function randomTensor(shape: number[]) {
-  const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-  for (let i = 0; i < data.length; i++) data[i] = rng() * 2 - 1;
-  return { data, shape };
-}
+const randomTensor = (shape: number[]) => ({ data: randomFloat32(rng, numel(shape)), shape });
 
 /** 100 mixed async ops submitted at once; resolves with the peak seen meanwhile by polling. */
 async function hundredInFlight(): Promise<{ polledMax: number }> {

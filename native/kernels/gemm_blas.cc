@@ -63,7 +63,6 @@ bool systemBlasGemm(const GemmProblem& p) {
     threadsSet = numThreads();
     openblas_set_num_threads(threadsSet);
   }
-  ComputeScope computing;
   cblas_sgemm(kRowMajor, transA, transB, static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k),
               p.alpha, p.a.data, static_cast<int>(lda), p.b.data, static_cast<int>(ldb), p.accumulate ? 1.0f : 0.0f,
               p.out, static_cast<int>(p.outRowStride));

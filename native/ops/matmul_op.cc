@@ -169,7 +169,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   // Built with a system BLAS: one sgemm per entry (BLAS threads each). An
   // entry BLAS declines (strides it cannot take, or BLAS busy with another
   // caller) runs on the built-in kernels.
-  if (systemBlasName() != nullptr && systemBlasGemm(entry(0))) {
+  if (systemBlasGemm(entry(0))) {
     for (int64_t index = 1; index < plan.batchCount; ++index)
       if (!systemBlasGemm(entry(index))) gemmParallel(entry(index));
     return;

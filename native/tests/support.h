@@ -25,16 +25,23 @@ inline std::vector<float> randomFloats(std::mt19937_64& rng, size_t n, float lo 
 // NaN everywhere: an element the op forgets to write fails the comparison.
 inline std::vector<float> poisoned(size_t n) { return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()); }
 
-// ||out - ref|| / ||ref|| in float64; infinity if out holds a NaN or ref is zero and out is not.
-inline double relativeError(const std::vector<float>& out, const std::vector<double>& ref) {
+// ||out - ref|| / ||scale|| in float64; infinity if out holds a NaN, or if
+// scale is zero and out differs from ref.
+inline double errorRelativeTo(const std::vector<float>& out, const std::vector<double>& ref,
+                              const std::vector<double>& scale) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     if (std::isnan(out[i])) return std::numeric_limits<double>::infinity();
     num += (out[i] - ref[i]) * (out[i] - ref[i]);
-    den += ref[i] * ref[i];
+    den += scale[i] * scale[i];
   }
   if (den == 0) return num == 0 ? 0 : std::numeric_limits<double>::infinity();
   return std::sqrt(num / den);
+}
+
+// ||out - ref|| / ||ref||.
+inline double relativeError(const std::vector<float>& out, const std::vector<double>& ref) {
+  return errorRelativeTo(out, ref, ref);
 }
 
 class DescBuilder {

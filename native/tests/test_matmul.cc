@@ -10,12 +10,6 @@ using namespace mhsa_test;
 
 namespace {
 
-double sumSquares(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return s;
-}
-
 struct Case {
   int64_t m, n, k;
   bool ta, tb;
@@ -97,7 +91,7 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   // almost zero): then the error must stay within fp32 rounding of the terms'
   // magnitudes, ||out - ref|| / || |a|.|b| || < 1e-6.
   const double err = relativeError(out, ref);
-  const double errMagnitude = relativeError(out, ref) * std::sqrt(sumSquares(ref) / std::max(sumSquares(magnitude), 1e-300));
+  const double errMagnitude = errorRelativeTo(out, ref, magnitude);
   CHECK_MSG(err < 1e-5 || errMagnitude < 1e-6,
             describe(c) + ": relative error " + std::to_string(err) + ", against magnitudes " +
                 std::to_string(errMagnitude));
