@@ -40,7 +40,7 @@ import {
   type Tensor,
 } from '../lib';
 import { refBlock, type RefBlockParams } from './fixtures-scripts/block-reference';
-import { expectClose, makeRng, pickSeed, randomFloat32, type Rng } from './helpers/random';
+import { dotProductScale, expectClose, makeRng, pickSeed, randomFloat32, type Rng } from './helpers/random';
 import { numel, refAttention, refLayerNorm, refMatmul, refSoftmax } from './helpers/reference';
 
 const SEED = pickSeed();
@@ -219,6 +219,8 @@ interface Expected {
   shape: number[];
   output: ArrayLike<number>;
   weights?: { shape: number[]; data: ArrayLike<number> };
+  /** For one-element results that random signs can cancel: the size of the summed terms (expectClose's scale). */
+  scale?: number;
 }
 
 interface Case {
@@ -442,14 +444,14 @@ function resultParts(value: unknown, c: Case): { output: Tensor; weights?: Tenso
 
 function checkValidResult(value: unknown, c: Case, label: string): void {
   const { output, weights } = resultParts(value, c);
-  const ctx = { seed: SEED, label, shape: c.expected.shape };
+  const ctx = { seed: SEED, label, shape: c.expected.shape, scale: c.expected.scale };
   expect([...output.shape]).toEqual(c.expected.shape);
   expect(output.data).toBeInstanceOf(Float32Array);
   if (c.out) expect(output).toBe(c.out);
   expectClose(output.data, c.expected.output, TOL, ctx);
   if (c.expected.weights) {
     expect([...weights!.shape]).toEqual(c.expected.weights.shape);
-    expectClose(weights!.data, c.expected.weights.data, TOL, { ...ctx, label: `${label} (weights)` });
+    expectClose(weights!.data, c.expected.weights.data, TOL, { ...ctx, scale: undefined, label: `${label} (weights)` });
   }
 }
 
@@ -558,6 +560,8 @@ async function runPlan<Config>(op: OpUnderTest<Config>, plan: Plan<Config>): Pro
 const dim = (max: number) => fc.integer({ min: 0, max });
 const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 const coef = fc.integer({ min: -300, max: 300 }).map((i) => i / 100);
+const abs = (x: Float32Array): Float32Array => x.map(Math.abs);
+const absOpt = (x: number | undefined): number | undefined => (x === undefined ? undefined : Math.abs(x));
 const randomTensor = (rng: Rng, shape: number[], scale = 1): Tensor => ({
   data: randomFloat32(rng, numel(shape)).map((v) => v * scale),
   shape,
@@ -605,6 +609,9 @@ const matmulOp: OpUnderTest<{
     const ref = refMatmul(a.data, aShape, b.data, bShape, {
       transposeA: p.transposeA, transposeB, alpha: p.alpha, c: c?.data, cShape: c?.shape, beta: p.c?.beta,
     });
+    const scale = ref.data.length !== 1 ? undefined : dotProductScale(refMatmul(abs(a.data), aShape, abs(b.data), bShape, {
+      transposeA: p.transposeA, transposeB, alpha: absOpt(p.alpha), c: c && abs(c.data), cShape: c?.shape, beta: absOpt(p.c?.beta),
+    }).data);
     const slots: Slot[] = [{ name: 'a', index: 0 }];
     if (!p.packB) slots.push({ name: 'b', index: 1 });
     if (c) slots.push({ name: 'options.c', index: 2, key: 'c', inPlace: true });
@@ -621,7 +628,7 @@ const matmulOp: OpUnderTest<{
     return {
       call: matmul,
       callAsync: matmulAsync,
-      c: { args, slots, optionsIndex: 2, expected: { shape, output: ref.data }, badOptions, extraInputs },
+      c: { args, slots, optionsIndex: 2, expected: { shape, output: ref.data, scale }, badOptions, extraInputs },
     };
   },
 };
@@ -752,6 +759,11 @@ const attentionOp: OpUnderTest<{
           shape: ref.output.shape,
           output: ref.output.data,
           weights: p.returnWeights ? { shape: ref.weights.shape, data: ref.weights.data } : undefined,
+          // One output element is Σ p_j v_j, which signed v can cancel: measure against Σ p_j |v_j|.
+          scale: ref.output.data.length !== 1 ? undefined : dotProductScale(refAttention(q.data, q.shape, k.data, k.shape, abs(v.data), v.shape, {
+            layout: p.layout === '3d' ? undefined : p.layout,
+            heads: H, kvHeads: Hkv, causal: p.causal, mask: mask?.data, maskShape: mask?.shape, keyPaddingMask: pad, scale: p.scale,
+          }).output.data),
         },
         badOptions: [
           ['layout', pick(['BHSD', 'bsd', '', 3, null, {}])],
@@ -948,7 +960,11 @@ describe(`fuzz: tensor, prepack, setNumThreads (seed ${SEED})`, () => {
         const a = randomTensor(rng, [p.M, p.K]);
         const c: Case = {
           args: [b, { transpose: p.transpose }], slots: [{ name: 'b', index: 0 }], optionsIndex: 1,
-          expected: { shape: [p.M, p.N], output: refMatmul(a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }).data },
+          expected: {
+            shape: [p.M, p.N],
+            output: refMatmul(a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }).data,
+            scale: p.M * p.N !== 1 ? undefined : dotProductScale(refMatmul(abs(a.data), a.shape, abs(b.data), b.shape, { transposeB: p.transpose }).data),
+          },
           badOptions: [['transpose', () => BAD_BOOLEANS[Math.floor(rng() * BAD_BOOLEANS.length)]]],
         };
         const applied = p.breaking ? applyBreaking(c, p.breaking, rng) : { validity: 'valid' as const, names: [] };
@@ -966,7 +982,7 @@ describe(`fuzz: tensor, prepack, setNumThreads (seed ${SEED})`, () => {
         expect(packed).toBeInstanceOf(PackedMatrix);
         if (applied.validity === 'valid') {
           expect(packed.shape).toEqual([p.K, p.N]);
-          expectClose(matmul(a, packed).data, c.expected.output, TOL, { seed: SEED, label });
+          expectClose(matmul(a, packed).data, c.expected.output, TOL, { seed: SEED, label, scale: c.expected.scale });
         }
         expectUnchanged(snaps, label);
       }),

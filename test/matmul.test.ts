@@ -6,6 +6,7 @@
 import { matmul, matmulAsync, type MatmulOptions, type Tensor } from '../lib';
 import {
   SIZES,
+  dotProductScale,
   expectBitEqual,
   expectClose,
   expectGuardsIntact,
@@ -117,11 +118,31 @@ function reference(bt: Built) {
   });
 }
 
+/**
+ * For a one-element result (a single dot product, which random signs can cancel to almost nothing):
+ * the size of its terms, ‖|alpha|·|A|·|B| + |beta|·|C|‖, as the floor of the error's denominator.
+ * Larger results average over many elements and are checked against ‖ref‖ alone.
+ */
+function cancellationScale(bt: Built, refLength: number): number | undefined {
+  if (refLength !== 1) return undefined;
+  const abs = (x: Float32Array) => x.map(Math.abs);
+  return dotProductScale(
+    refMatmul(abs(bt.a.data), bt.a.shape, abs(bt.b.data), bt.b.shape, {
+      transposeA: bt.opts.transposeA,
+      transposeB: bt.opts.transposeB,
+      alpha: bt.opts.alpha === undefined ? undefined : Math.abs(bt.opts.alpha),
+      beta: bt.opts.beta === undefined ? undefined : Math.abs(bt.opts.beta),
+      c: bt.cCopy && abs(bt.cCopy),
+      cShape: bt.c?.shape,
+    }).data,
+  );
+}
+
 /** Runs one case synchronously and checks shape, values, out identity and guards. Returns the result. */
 function runCase(s: CaseSpec, rng: Rng): { result: Tensor; built: Built } {
   const bt = build(rng, s);
   const ref = reference(bt);
-  const ctx = { seed: SEED, label: `matmul ${bt.label}`, shape: ref.shape };
+  const ctx = { seed: SEED, label: `matmul ${bt.label}`, shape: ref.shape, scale: cancellationScale(bt, ref.data.length) };
   const result = matmul(bt.a, bt.b, bt.opts);
   expectShape(result.shape, ref.shape, ctx);
   expectClose(result.data, ref.data, TOL, ctx);
@@ -279,6 +300,20 @@ describe(`matmul vs float64 reference (seed ${SEED})`, () => {
   });
 });
 
+describe('the cancellation floor (expectClose scale)', () => {
+  test('still fails a wrong single dot product', () => {
+    // a·b = 1·1 − 1·(1 − 2⁻²⁰) cancels to 2⁻²⁰; the floor is ‖|a|·|b|‖ = 2 − 2⁻²⁰.
+    const bt: Built = { label: 'cancelling dot', a: { data: new Float32Array([1, 1]), shape: [1, 2] }, b: { data: new Float32Array([1, -(1 - 2 ** -20)]), shape: [2, 1] }, opts: {} };
+    const ref = reference(bt).data;
+    const scale = cancellationScale(bt, ref.length)!;
+    expect(scale).toBeCloseTo(2, 5);
+    const ctx = { seed: SEED, label: 'cancelling dot', scale };
+    expect(() => expectClose([ref[0] + 1e-6], ref, TOL, ctx)).not.toThrow();
+    expect(() => expectClose([ref[0] + 1e-4], ref, TOL, ctx)).toThrow(/relErr/);
+    expect(() => expectClose([ref[0] + 1e-6], ref, TOL, { ...ctx, scale: undefined })).toThrow(/relErr/);
+  });
+});
+
 describe(`matmul zero-size dims (seed ${SEED})`, () => {
   const emptyCases: [string, CaseSpec, number[]][] = [
     ['M = 0', { M: 0, K: 17, N: 3 }, [0, 3]],
@@ -338,7 +373,8 @@ describe(`matmulAsync equals matmul bit-for-bit (seed ${SEED})`, () => {
       expect(asyncResults[i].shape).toEqual(syncResult.shape);
       expectBitEqual(asyncResults[i].data, syncResult.data, ctx);
       if (c.async.opts.out) expect(asyncResults[i]).toBe(c.async.opts.out);
-      expectClose(asyncResults[i].data, reference(c.async).data, TOL, ctx);
+      const ref = reference(c.async).data;
+      expectClose(asyncResults[i].data, ref, TOL, { ...ctx, scale: cancellationScale(c.async, ref.length) });
     });
   });
 
@@ -353,6 +389,7 @@ describe(`matmulAsync equals matmul bit-for-bit (seed ${SEED})`, () => {
     expect(r).toBe(ba.c);
     const sync = matmul(bs.a, bs.b, bs.opts);
     expectBitEqual(r.data, sync.data, { seed: SEED, label: `matmulAsync ${ba.label}` });
-    expectClose(r.data, reference(ba).data, TOL, { seed: SEED, label: `matmulAsync ${ba.label}` });
+    const ref = reference(ba).data;
+    expectClose(r.data, ref, TOL, { seed: SEED, label: `matmulAsync ${ba.label}`, scale: cancellationScale(ba, ref.length) });
   });
 });

@@ -68,8 +68,8 @@ export function poisoned(n: number): Float32Array {
   return new Float32Array(n).fill(NaN);
 }
 
-/** ||out − ref|| / ||ref|| in float64; ||out|| when ||ref|| is 0. NaN anywhere gives NaN. */
-export function relErr(out: ArrayLike<number>, ref: ArrayLike<number>): number {
+/** ‖out − ref‖ and ‖ref‖ in float64 (NaN anywhere gives NaN). */
+function norms(out: ArrayLike<number>, ref: ArrayLike<number>): { diff: number; ref: number } {
   if (out.length !== ref.length) throw new Error(`relErr: length ${out.length} vs reference length ${ref.length}`);
   let num = 0;
   let den = 0;
@@ -78,7 +78,24 @@ export function relErr(out: ArrayLike<number>, ref: ArrayLike<number>): number {
     num += d * d;
     den += ref[i] * ref[i];
   }
-  return den === 0 ? Math.sqrt(num) : Math.sqrt(num / den);
+  return { diff: Math.sqrt(num), ref: Math.sqrt(den) };
+}
+
+/** ||out − ref|| / ||ref|| in float64; ||out − ref|| when ||ref|| is 0. NaN anywhere gives NaN. */
+export function relErr(out: ArrayLike<number>, ref: ArrayLike<number>): number {
+  const n = norms(out, ref);
+  return n.ref === 0 ? n.diff : n.diff / n.ref;
+}
+
+/**
+ * The scale a dot-product result's rounding error is bounded against (Higham: |fl(x·y) − x·y| ≤ γ_K Σ|x_k y_k|):
+ * ‖|alpha|·|A|·|B| + |beta|·|C|‖, computed by the caller with the reference on absolute values.
+ * Normally ‖ref‖ is of that order; a single output element can cancel far below it.
+ */
+export function dotProductScale(absResult: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < absResult.length; i++) s += absResult[i] * absResult[i];
+  return Math.sqrt(s);
 }
 
 function fmtShape(shape: readonly number[] | undefined): string {
@@ -102,12 +119,16 @@ function worst(out: ArrayLike<number>, ref: ArrayLike<number>): string {
 /**
  * Throws (with the seed and the case in the message) unless out matches ref:
  * same length, no NaN, and relErr(out, ref) ≤ tol.
+ *
+ * `context.scale`, when given, is a floor for the denominator ‖ref‖: the size of the terms the
+ * result was summed from (see {@link dotProductScale}). Without it a result that cancels to almost
+ * nothing would demand more than fp32 summation can give.
  */
 export function expectClose(
   out: ArrayLike<number>,
   ref: ArrayLike<number>,
   tol: number,
-  context: { seed: number; label: string; shape?: readonly number[]; [k: string]: unknown },
+  context: { seed: number; label: string; shape?: readonly number[]; scale?: number; [k: string]: unknown },
 ): void {
   const where = `[seed ${context.seed} — replay with MHSA_TEST_SEED=${context.seed}] ${context.label} ${fmtShape(context.shape)}`;
   if (out.length !== ref.length) {
@@ -118,7 +139,9 @@ export function expectClose(
       throw new Error(`${where}: NaN at flat index ${i} (expected ${ref[i]})`);
     }
   }
-  const err = relErr(out, ref);
+  const n = norms(out, ref);
+  const den = Math.max(n.ref, context.scale ?? 0);
+  const err = den === 0 ? n.diff : n.diff / den;
   if (!(err <= tol)) {
     throw new Error(`${where}: relErr ${err.toExponential(3)} > ${tol}; ${worst(out, ref)}`);
   }
