@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       {"g_sq64", 64, 64, 64},          {"g_sq256", 256, 256, 256},       {"g_sq1024", 1024, 1024, 1024},
       {"g_sq2048", 2048, 2048, 2048},  {"g_qk512", 512, 512, 64},        {"g_av512", 512, 64, 512},
       {"g_qkv197", 197, 2304, 768},    {"g_qkv1024", 1024, 2304, 768},   {"g_proj197", 197, 768, 768},
+      // Small and skinny products, around gemmDirect's limits (m, n, k).
+      {"g_sq96", 96, 96, 96},          {"g_sq128", 128, 128, 128},       {"g_qk197", 197, 197, 64},
+      {"g_row1", 1, 2304, 768},        {"g_rows8", 8, 768, 768},         {"g_rows24", 24, 768, 768},
   };
   if (const char* only = std::getenv("SHAPES")) {
     std::string want = only;

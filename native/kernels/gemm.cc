@@ -195,6 +195,31 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
   }
 }
 
+
+// Small or one-tile-high products: the micro-kernel reads row-major A and B
+// where they lie. Packing copies both operands once to save strided reads
+// later; when every operand fits in L1/L2 there is no later to save for (a
+// 64^3 product spent a third of its time packing), and when A is at most one
+// tile high B is read once either way.
+bool gemmDirectApplies(const KernelTable& kt, const GemmProblem& p) {
+  if (p.packedB || p.a.colStride != 1 || p.b.colStride != 1 || p.outColStride != 1) return false;
+  return p.m <= kt.mr || static_cast<double>(p.m) * p.n * p.k <= kGemmDirectMaxVolume;
+}
+
+// Columns [n0, n1) of the product, unpacked. Column slivers outside: one B
+// sliver (k x nr) is reused by every row tile while it is hot in L1.
+void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t n0, int64_t n1) {
+  const int mr = kt.mr, nr = kt.nr;
+  for (int64_t jr = n0; jr < n1; jr += nr) {
+    const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - jr));
+    for (int64_t ir = 0; ir < p.m; ir += mr) {
+      const int rows = static_cast<int>(std::min<int64_t>(mr, p.m - ir));
+      kt.microKernelDirect(p.k, p.a.data + ir * p.a.rowStride, p.a.rowStride, p.b.data + jr, p.b.rowStride,
+                           p.out + ir * p.outRowStride + jr, p.outRowStride, p.alpha, p.accumulate, rows, cols);
+    }
+  }
+}
+
 }  // namespace
 
 // Loop nest: ic (A block, packed once, L3) -> pc -> jc (B block, L2) -> ir -> jr.
@@ -208,6 +233,10 @@ void gemmSerial(const GemmProblem& p) {
     return;
   }
   const KernelTable& kt = kernels();
+  if (gemmDirectApplies(kt, p)) {
+    gemmDirect(kt, p, 0, p.n);
+    return;
+  }
   const int64_t kcMax = std::min(kGemmKC, p.k);
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, kt.mr));
   const int64_t ncMax = std::min(kGemmNC, roundUp(p.n, kt.nr));
@@ -231,6 +260,12 @@ void gemmParallel(const GemmProblem& p) {
   }
   const KernelTable& kt = kernels();
   const int mr = kt.mr, nr = kt.nr;
+  if (gemmDirectApplies(kt, p)) {
+    // One column range per thread, in whole slivers.
+    const int64_t per = ceilDiv(ceilDiv(p.n, nr), threads) * nr;
+    parallelFor(ceilDiv(p.n, per), [&](int64_t t) { gemmDirect(kt, p, t * per, std::min(p.n, (t + 1) * per)); });
+    return;
+  }
   const int64_t kcMax = std::min(kGemmKC, p.k);
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, mr));
   // The A block is packed by all threads together and shared (read from L3);

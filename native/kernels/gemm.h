@@ -91,4 +91,11 @@ void gemmParallel(const GemmProblem& p);
 // a fork/join costs a few microseconds, about what 64^3 takes to compute.
 constexpr double kGemmParallelMinFlops = 4.0 * 1024 * 1024;
 
+// m * n * k up to which a product of row-major operands skips packing
+// (gemmDirect). Measured on one AVX-512 core (benchmarks/native, RESULTS.md):
+// unpacked is 1.2-1.5x faster at 128^3 and 197 x 197 x 64 (2.1-2.5 M), level
+// at 512 x 64 x 512, 10 % slower at 256^3 (16.8 M), where B no longer stays
+// in L1/L2 between row tiles and packing pays for itself.
+constexpr int64_t kGemmDirectMaxVolume = int64_t{1} << 22;
+
 }  // namespace mhsa

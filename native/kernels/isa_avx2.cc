@@ -8,6 +8,7 @@
 
 #define MHSA_KERNEL_TABLE_NAME "avx2"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel6x16Avx2
+#define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect6x16Avx2
 #define MHSA_MR 6
 #define MHSA_NR 16
 

@@ -8,6 +8,7 @@
 
 #define MHSA_KERNEL_TABLE_NAME "avx512"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
+#define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
 #define MHSA_MR 12
 #define MHSA_NR 32
 

@@ -20,6 +20,13 @@ struct KernelTable {
   void (*microKernel)(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
                       float alpha, bool accumulate, int rows, int cols);
 
+  // The same tile read straight from row-major operands, for products too
+  // small for packing to pay (see gemmDirect): A as a[i * lda + k], B as
+  // b[k * ldb + j]; only rows <= mr rows of A and cols <= nr columns of B are
+  // read, so an edge tile never touches memory past the operands.
+  void (*microKernelDirect)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                            int64_t ldc, float alpha, bool accumulate, int rows, int cols);
+
   // Largest element of x[0..n), -Infinity for n == 0. NaN-propagation is not guaranteed.
   float (*rowMax)(const float* x, int64_t n);
 

@@ -67,4 +67,68 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
   }
 }
 
+namespace {
+
+// R rows x 16 columns read in place (see the AVX-512 directTile). A narrow
+// edge (Masked) loads B with lane masks so it reads only its columns.
+template <int R, bool Masked>
+void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                float alpha, bool accumulate, int cols) {
+  const __m256i m0 = laneMask(cols < 8 ? cols : 8);
+  const __m256i m1 = laneMask(cols > 8 ? cols - 8 : 0);
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    acc[i][0] = _mm256_setzero_ps();
+    acc[i][1] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = Masked ? _mm256_maskload_ps(b, m0) : _mm256_loadu_ps(b);
+    const __m256 b1 = Masked ? _mm256_maskload_ps(b + 8, m1) : _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+    b += ldb;
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+  for (int i = 0; i < R; ++i) {
+    float* row = c + i * ldc;
+    __m256 r0 = _mm256_mul_ps(acc[i][0], va);
+    __m256 r1 = _mm256_mul_ps(acc[i][1], va);
+    if (accumulate) {
+      r0 = _mm256_add_ps(r0, _mm256_maskload_ps(row, m0));
+      r1 = _mm256_add_ps(r1, _mm256_maskload_ps(row + 8, m1));
+    }
+    _mm256_maskstore_ps(row, m0, r0);
+    _mm256_maskstore_ps(row + 8, m1, r1);
+  }
+}
+
+template <bool Masked>
+void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                int64_t ldc, float alpha, bool accumulate, int cols) {
+  switch (rows) {
+    case 1: return directTile<1, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    case 2: return directTile<2, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    case 3: return directTile<3, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    case 4: return directTile<4, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    case 5: return directTile<5, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    case 6: return directTile<6, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    default: return;
+  }
+}
+
+}  // namespace
+
+void microKernelDirect6x16Avx2(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                               int64_t ldc, float alpha, bool accumulate, int rows, int cols) {
+  if (cols >= kNR)
+    directRows<false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  else
+    directRows<true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+}
+
 }  // namespace mhsa

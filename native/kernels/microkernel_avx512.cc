@@ -62,4 +62,71 @@ void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const fl
   }
 }
 
+namespace {
+
+inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// R rows x V vectors of 16 columns, read in place: the same FMA schedule as
+// the packed kernel, but the 2 B vectors of step k come from row k of B
+// (masked, so a narrow edge reads only its columns) and the R broadcasts from
+// R rows of A. Rows are a template parameter so an edge tile computes only
+// the rows it has and never reads a row of A that does not exist.
+template <int R, int V>
+void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                float alpha, bool accumulate, int cols) {
+  const __mmask16 m0 = lowLanes(cols), m1 = lowLanes(cols - 16);
+  __m512 acc[R][V];
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[V];
+    bv[0] = _mm512_maskz_loadu_ps(m0, b);
+    if (V > 1) bv[V - 1] = _mm512_maskz_loadu_ps(m1, b + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+    b += ldb;
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+    float* row = c + i * ldc;
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 m = v == 0 ? m0 : m1;
+      __m512 r = _mm512_mul_ps(acc[i][v], va);
+      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, row + 16 * v));
+      _mm512_mask_storeu_ps(row + 16 * v, m, r);
+    }
+  }
+}
+
+template <int V>
+void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                int64_t ldc, float alpha, bool accumulate, int cols) {
+  switch (rows) {
+#define MHSA_DIRECT_CASE(R) \
+  case R: return directTile<R, V>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    MHSA_DIRECT_CASE(1) MHSA_DIRECT_CASE(2) MHSA_DIRECT_CASE(3) MHSA_DIRECT_CASE(4)
+    MHSA_DIRECT_CASE(5) MHSA_DIRECT_CASE(6) MHSA_DIRECT_CASE(7) MHSA_DIRECT_CASE(8)
+    MHSA_DIRECT_CASE(9) MHSA_DIRECT_CASE(10) MHSA_DIRECT_CASE(11) MHSA_DIRECT_CASE(12)
+#undef MHSA_DIRECT_CASE
+    default: return;
+  }
+}
+
+}  // namespace
+
+void microKernelDirect12x32Avx512(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                  int64_t ldc, float alpha, bool accumulate, int rows, int cols) {
+  if (cols > 16)
+    directRows<2>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  else
+    directRows<1>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+}
+
 }  // namespace mhsa

@@ -110,6 +110,23 @@ TEST(matmul_awkward_sizes_every_transpose) {
       }
 }
 
+// Row-major products this small take the unpacked path (gemmDirect): every
+// tile height up to the widest MR (12) and every width around NR (16, 32),
+// on buffers sized exactly, so an edge tile that read past A or B would be an
+// ASan report. The same shapes with a transposed A take the packed path.
+TEST(matmul_direct_every_edge_tile) {
+  std::mt19937_64 rng(testSeed() + 5);
+  for (int64_t m = 1; m <= 13; ++m)
+    for (int64_t n : {1, 7, 15, 16, 17, 31, 32, 33, 47})
+      for (int64_t k : {1, 5, 300}) {
+        runCase({m, n, k, false, false, 1, 0, false, false, 0, 0}, rng);
+        if (k == 5) runCase({m, n, k, true, false, -0.5f, 1, true, false, 0, 0}, rng);
+      }
+  // One tile high but large: direct whatever the volume (B read once either way).
+  runCase({3, 700, 900, false, false, 1.5f, 0.5f, true, false, 0, 0}, rng);
+  runCase({12, 130, 2000, false, false, 1, 0, false, false, 2, 2}, rng);
+}
+
 TEST(matmul_alpha_beta_c_and_batches) {
   std::mt19937_64 rng(testSeed() + 1);
   runCase({17, 33, 65, false, true, 0.5f, -2, true, false, 3, 1}, rng);
