@@ -27,6 +27,28 @@ Status mismatch(const char* arg, int axis, const char* name, const char* ref, in
                             "] = " + std::to_string(want) + ", received " + std::to_string(got));
 }
 
+// A bshd tensor whose tokens are `seqStride` floats apart: rows may not
+// overlap (stride >= heads * headDim) and the view must end at its last row:
+// length == (batch * seq - 1) * stride + heads * headDim.
+Status checkStridedLength(const AttentionArgs& args, int t, const Shape& s, int64_t length) {
+  const char* name = t == 0 ? "q" : t == 1 ? "k" : "v";
+  const int64_t stride = args.seqStride[t];
+  if (args.layout != AttentionLayout::Bshd)
+    return Status::rangeError(std::string("attention: a ") + name + " seq stride needs the bshd layout");
+  if (elementCount(s) < 0)
+    return Status::rangeError(std::string("attention: ") + name + ".shape " + shapeToString(s) + " is too large");
+  const int64_t row = s[2] * s[3], rows = s[0] * s[1];
+  if (stride < row)
+    return Status::rangeError(std::string("attention: ") + name + " seq stride " + std::to_string(stride) +
+                              " is below heads * headDim = " + std::to_string(row));
+  const int64_t span = rows == 0 || row == 0 ? 0 : mulSat(rows - 1, stride) + row;
+  if (span >= kMaxElements || length != span)
+    return Status::rangeError(std::string("attention: ") + name + ".length must be " + std::to_string(span) +
+                              " for shape " + shapeToString(s) + " with seq stride " + std::to_string(stride) +
+                              ", received " + std::to_string(length));
+  return Status::success();
+}
+
 }  // namespace
 
 void logicalDims(AttentionLayout layout, const Shape& s, int64_t* b, int64_t* h, int64_t* seq,
@@ -48,6 +70,11 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
     if (shapes[t]->size() != 4)
       return Status::rangeError(std::string("attention: ") + names[t] + " must have 4 dims, received shape " +
                                 shapeToString(*shapes[t]));
+    if (t < 3 && args.seqStride[t] != 0) {
+      Status st = checkStridedLength(args, t, *shapes[t], lengths[t]);
+      if (!st.ok()) return st;
+      continue;
+    }
     Status st = checkLength("attention", names[t], *shapes[t], lengths[t]);
     if (!st.ok()) return st;
   }
@@ -82,6 +109,13 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
   p->q = stridesOf(args.layout, args.q);
   p->k = stridesOf(args.layout, args.k);
   p->v = stridesOf(args.layout, args.v);
+  Strided4* views[3] = {&p->q, &p->k, &p->v};
+  const Shape* inputs[3] = {&args.q, &args.k, &args.v};
+  for (int t = 0; t < 3; ++t) {
+    if (args.seqStride[t] == 0) continue;  // only bshd gets here (checked above)
+    views[t]->seqStride = args.seqStride[t];
+    views[t]->batchStride = mulSat((*inputs[t])[1], args.seqStride[t]);
+  }
   p->outView = stridesOf(args.layout, args.out);
   p->causal = args.causal;
 

@@ -24,6 +24,10 @@ struct AttentionArgs {
   bool hasScale = false;
   double scale = 0;
   bool causal = false;
+  // Token (seq) strides of q, k and v in floats, bshd layout only; 0 means
+  // heads * headDim (contiguous). Larger strides read q, k and v in place from
+  // one fused projection output [batch, seq, 3 * heads * headDim].
+  int64_t seqStride[3] = {0, 0, 0};
 };
 
 // On success fills p's sizes, strides, scale and flags; the data pointers are

@@ -113,6 +113,16 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   args.scale = r.number("scale");
   args.causal = r.flag("causal");
   args.mask = r.shape("mask.shape");
+  if (!r.atEnd()) {  // optional: token strides of q, k, v (the block's fused QKV)
+    const char* names[3] = {"q seq stride", "k seq stride", "v seq stride"};
+    for (int t = 0; t < 3; ++t) {
+      const double s = r.number(names[t]);
+      if (!(s >= 0 && s <= 9007199254740991.0) || s != static_cast<double>(static_cast<int64_t>(s)))
+        return Status::rangeError(std::string("attention: the ") + names[t] +
+                                  " must be a non-negative safe integer");
+      args.seqStride[t] = static_cast<int64_t>(s);
+    }
+  }
   MHSA_RETURN_IF_ERROR(r.finish());
   if (layout != 0 && layout != 1 && layout != 2)
     return Status::rangeError("attention: layout code must be 0, 1 or 2");

@@ -20,6 +20,8 @@ class DescriptorReader {
   double number(const char* arg);
   // 0 or 1.
   bool flag(const char* arg);
+  // True when every value has been read: an optional trailing field is absent.
+  bool atEnd() const { return pos_ >= length_; }
   // The first error met, or a RangeError if values are left unread.
   Status finish() const;
 

@@ -129,3 +129,75 @@ TEST(attention_keys_beyond_one_block) {
   runCase({0, 1, 2, 2, 97, 1601, 64, 64, false, true, true, false}, rng);
   runCase({1, 1, 1, 1, 1000, 1000, 64, 64, true, false, false, false}, rng);
 }
+
+namespace {
+
+// q, k and v read in place from one fused projection output [B, S, 3 * H * D]
+// (token stride 3 * H * D) must give exactly what contiguous copies give: the
+// kernel sees the same values through different strides.
+void runFusedQkv(int64_t B, int64_t H, int64_t S, int64_t D, bool causal, bool weights, std::mt19937_64& rng) {
+  const int64_t row = H * D, stride = 3 * row;
+  const auto qkv = randomFloats(rng, B * S * stride, -2, 2);
+  std::vector<float> q(B * S * row), k(q.size()), v(q.size());
+  for (int64_t t = 0; t < B * S; ++t)
+    for (int64_t e = 0; e < row; ++e) {
+      q[t * row + e] = qkv[t * stride + e];
+      k[t * row + e] = qkv[t * stride + row + e];
+      v[t * row + e] = qkv[t * stride + 2 * row + e];
+    }
+  const Shape s4{B, S, H, D};
+  auto expected = poisoned(q.size()), got = poisoned(q.size());
+  auto wExpected = poisoned(B * H * S * S), wGot = poisoned(B * H * S * S);
+  DescBuilder plain;
+  plain.number(1).shape(s4).shape(s4).shape(s4).shape(s4).flag(false).number(0).flag(causal).shape({});
+  DescBuilder strided = plain;
+  strided.number(static_cast<double>(stride)).number(static_cast<double>(stride)).number(static_cast<double>(stride));
+  const int64_t span = (B * S - 1) * stride + row;
+  const BufferArg qv{qkv.data(), span, true}, kv{qkv.data() + row, span, true}, vv{qkv.data() + 2 * row, span, true};
+  AttentionCall a, b;
+  CHECK(prepareAttention(plain.done(), buf(q), buf(k), buf(v), buf(expected), none(), none(),
+                         weights ? buf(wExpected) : none(), &a).ok());
+  const Status st = prepareAttention(strided.done(), qv, kv, vv, buf(got), none(), none(), weights ? buf(wGot) : none(), &b);
+  CHECK_MSG(st.ok(), st.message);
+  if (!st.ok()) return;
+  runCall(a);
+  runCall(b);
+  CHECK_MSG(std::equal(expected.begin(), expected.end(), got.begin()),
+            "fused-QKV strides change the output, B" + std::to_string(B) + " S" + std::to_string(S));
+  if (weights) CHECK(std::equal(wExpected.begin(), wExpected.end(), wGot.begin()));
+}
+
+}  // namespace
+
+TEST(attention_fused_qkv_token_strides) {
+  std::mt19937_64 rng(testSeed() + 11);
+  runFusedQkv(1, 3, 17, 8, false, false, rng);
+  runFusedQkv(2, 2, 65, 16, true, true, rng);
+  runFusedQkv(1, 12, 197, 64, false, false, rng);
+  runFusedQkv(3, 1, 1, 5, false, true, rng);
+}
+
+TEST(attention_token_strides_rejected) {
+  const Shape s4{1, 4, 2, 3};  // row = 6 floats
+  std::vector<float> big(200, 1.0f);
+  auto out = poisoned(24);
+  auto attempt = [&](int layout, double stride, int64_t length) {
+    DescBuilder d;
+    const Shape s = layout == 1 ? s4 : Shape{1, 2, 4, 3};
+    d.number(layout).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
+    d.number(stride).number(0).number(0);
+    AttentionCall call;
+    return prepareAttention(d.done(), BufferArg{big.data(), length, true}, BufferArg{big.data(), 24, true},
+                            BufferArg{big.data(), 24, true}, buf(out), none(), none(), none(), &call);
+  };
+  CHECK(attempt(1, 18, 3 * 18 + 6).ok());
+  CHECK(!attempt(1, 5, 3 * 5 + 6).ok());       // rows would overlap
+  CHECK(!attempt(1, 18, 3 * 18 + 7).ok());     // one float too many
+  CHECK(!attempt(1, 18, 3 * 18 + 5).ok());     // one too few
+  CHECK(!attempt(0, 18, 3 * 18 + 6).ok());     // bhsd has no token stride
+  CHECK(!attempt(1, 18.5, 3 * 18 + 6).ok());   // not an integer
+  CHECK(!attempt(1, -18, 3 * 18 + 6).ok());
+  CHECK(!attempt(1, NAN, 3 * 18 + 6).ok());
+  CHECK(!attempt(1, 1e300, 3 * 18 + 6).ok());
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
+}
