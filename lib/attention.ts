@@ -5,6 +5,7 @@ import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
 import { runAsync } from './queue';
 import {
+  checkFloat32Array,
   checkNoAlias,
   checkShape,
   checkTensor,
@@ -107,11 +108,36 @@ function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?
   throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes', value);
 }
 
-function prepareAttention(fn: string, q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions) {
+/**
+ * A 3-D [batch, seq, width] tensor whose tokens are `tokenStride` floats apart
+ * (a view into a wider row, such as q inside a fused QKV projection output):
+ * its data runs from the first token's first float to the last token's last.
+ */
+function checkTokenStrided(fn: string, arg: string, value: Tensor, tokenStride: number): CheckedTensor {
+  const data = checkFloat32Array(fn, `${arg}.data`, value.data);
+  const shape = checkShape(fn, `${arg}.shape`, value.shape);
+  if (shape.length !== 3) throw rangeError(fn, `${arg} must have 3 dims, received shape ${formatShape(shape)}`);
+  const rows = shape[0] * shape[1];
+  const span = rows === 0 || shape[2] === 0 ? 0 : (rows - 1) * tokenStride + shape[2];
+  if (shape[2] > tokenStride || data.length !== span) {
+    throw rangeError(fn, `${arg}.data.length must be ${span} for shape ${formatShape(shape)} with token stride ${tokenStride}, received ${data.length}`);
+  }
+  return { data, shape };
+}
+
+function prepareAttention(
+  fn: string,
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options?: AttentionOptions,
+  tokenStride = 0,
+) {
   const opts = checkOptions<AttentionOptions>(fn, options, KNOWN);
-  const tq = checkTensor(fn, 'q', q);
-  const tk = checkTensor(fn, 'k', k);
-  const tv = checkTensor(fn, 'v', v);
+  const strided = tokenStride > 0;
+  const tq = strided ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride) : checkTensor(fn, 'q', q);
+  const tk = strided ? checkTokenStrided(fn, 'k', k as Tensor, tokenStride) : checkTensor(fn, 'k', k);
+  const tv = strided ? checkTokenStrided(fn, 'v', v as Tensor, tokenStride) : checkTensor(fn, 'v', v);
   const layoutOpt = optEnum(fn, 'layout', opts.layout, LAYOUTS);
   const headsOpt = optPositiveInteger(fn, 'heads', opts.heads);
   const kvHeadsOpt = optPositiveInteger(fn, 'kvHeads', opts.kvHeads);
@@ -218,13 +244,13 @@ function prepareAttention(fn: string, q: TensorLike, k: TensorLike, v: TensorLik
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad?.data);
 
-  const args = (): unknown[] => [
-    tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ? pad.data : null, weights ? weights.data : null,
-    new Descriptor()
+  const args = (): unknown[] => {
+    const d = new Descriptor()
       .number(LAYOUT_CODE[layout]).shape(qs).shape(ks).shape(vs).shape(out4)
-      .flag(scale !== undefined).number(scale ?? 0).flag(causal).shape(maskArgs[1])
-      .done(),
-  ];
+      .flag(scale !== undefined).number(scale ?? 0).flag(causal).shape(maskArgs[1]);
+    if (strided) d.number(tokenStride).number(tokenStride).number(tokenStride);
+    return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ? pad.data : null, weights ? weights.data : null, d.done()];
+  };
   const buffers: ArrayBufferView[] = [tq.data, tk.data, tv.data, out.data];
   if (maskArgs[0]) buffers.push(maskArgs[0]);
   if (pad) buffers.push(pad.data);
@@ -265,6 +291,32 @@ export function attention(
   options?: AttentionOptions,
 ): Tensor | AttentionWithWeights {
   const call = prepareAttention('attention', q, k, v, options);
+  native.attention(...call.args());
+  return call.result;
+}
+
+/**
+ * Attention on a fused QKV projection output [batch, seq, 3·inner] (q, k and
+ * v side by side in each token's row, as `x·W_qkvᵀ` gives them), read in
+ * place through a token stride of 3·inner: no split copies. For
+ * MultiHeadSelfAttention; options as {@link attention}'s 3-D form (heads required).
+ * @internal
+ */
+export function attentionOnFusedQkv(
+  fn: string,
+  qkv: Tensor,
+  options: AttentionOptions,
+  run: 'sync' | 'async',
+): Tensor | AttentionWithWeights | Promise<Tensor | AttentionWithWeights> {
+  const [batch, seq, width] = qkv.shape;
+  const inner = width / 3;
+  const span = batch * seq === 0 || inner === 0 ? 0 : (batch * seq - 1) * width + inner;
+  const view = (i: number): Tensor => ({ data: qkv.data.subarray(i * inner, i * inner + span), shape: [batch, seq, inner] });
+  const [q, k, v] = [view(0), view(1), view(2)];
+  if (run === 'async') {
+    return runAsync(() => prepareAttention(fn, q, k, v, options, width), (args) => native.attention(...args));
+  }
+  const call = prepareAttention(fn, q, k, v, options, width);
   native.attention(...call.args());
   return call.result;
 }

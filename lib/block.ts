@@ -3,7 +3,7 @@
  * composed from the native ops: optional pre-LayerNorm → QKV projection →
  * attention over heads → output projection. No math on tensor data runs in JS.
  */
-import { attention, attentionAsync, type AttentionOptions } from './attention';
+import { attentionOnFusedQkv, type AttentionOptions, type AttentionWithWeights } from './attention';
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { layerNorm, layerNormAsync } from './layernorm';
@@ -220,20 +220,19 @@ export class MultiHeadSelfAttention {
   /** True when the output projection is applied (false only for seed 004's identity case). */
   readonly projectOut: boolean;
 
-  private readonly wq: Tensor;
-  private readonly wk: Tensor;
-  private readonly wv: Tensor;
-  private readonly bq?: Tensor;
-  private readonly bk?: Tensor;
-  private readonly bv?: Tensor;
+  /** The fused QKV bias [3·inner], when given. */
+  private readonly bqkv?: Tensor;
   private readonly wo?: Tensor;
   private readonly bo?: Tensor;
   private readonly normWeight?: Tensor;
   private readonly normBias?: Tensor;
-  /** The projection weights packed once for the GEMM (x·Wᵀ needs no transpose per call). */
-  private readonly packedQ: PackedMatrix;
-  private readonly packedK: PackedMatrix;
-  private readonly packedV: PackedMatrix;
+  /**
+   * The projection weights packed once for the GEMM (x·Wᵀ needs no transpose per
+   * call). Q, K and V stay one [dim → 3·inner] product: one pass over x and one
+   * GEMM wide enough to keep both cores busy, and attention reads q, k and v
+   * straight out of its [batch, tokens, 3·inner] result.
+   */
+  private readonly packedQkv: PackedMatrix;
   private readonly packedOut?: PackedMatrix;
   /** Every weight buffer, for the `out` aliasing check. */
   private readonly weightViews: Array<[string, Float32Array]> = [];
@@ -279,19 +278,10 @@ export class MultiHeadSelfAttention {
     const w = checkObject(fn, 'config.weights', c.weights, WEIGHT_KEYS);
     if (w.qkvWeight === undefined) throw rangeError(fn, 'config.weights.qkvWeight ([3·inner, dim]) is required, received undefined');
     const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [3 * inner, dim], '[3·heads·dimHead, dim]');
-    const slice = (t: CheckedTensor, i: number, n: number, shape: number[]): Tensor => ({
-      data: t.data.subarray(i * n, (i + 1) * n),
-      shape,
-    });
-    this.wq = slice(qkv, 0, inner * dim, [inner, dim]);
-    this.wk = slice(qkv, 1, inner * dim, [inner, dim]);
-    this.wv = slice(qkv, 2, inner * dim, [inner, dim]);
     this.weightViews.push(['config.weights.qkvWeight', qkv.data]);
     if (w.qkvBias !== undefined) {
       const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [3 * inner], '[3·heads·dimHead]');
-      this.bq = slice(b, 0, inner, [inner]);
-      this.bk = slice(b, 1, inner, [inner]);
-      this.bv = slice(b, 2, inner, [inner]);
+      this.bqkv = { data: b.data, shape: b.shape };
       this.weightViews.push(['config.weights.qkvBias', b.data]);
     }
 
@@ -314,9 +304,7 @@ export class MultiHeadSelfAttention {
       this.weightViews.push(['config.weights.outBias', bo.data]);
     }
     this.projectOut = this.wo !== undefined;
-    this.packedQ = prepack(this.wq, { transpose: true });
-    this.packedK = prepack(this.wk, { transpose: true });
-    this.packedV = prepack(this.wv, { transpose: true });
+    this.packedQkv = prepack({ data: qkv.data, shape: qkv.shape }, { transpose: true });
     if (this.wo) this.packedOut = prepack(this.wo, { transpose: true });
 
     if (c.norm !== undefined) {
@@ -577,15 +565,12 @@ export class MultiHeadSelfAttention {
     const p = this.prepare(fn, x, options);
     const ws = this.acquire(p.rows);
     try {
-      const [xn, q, k, v, o] = this.views(ws, p);
+      const [xn, qkv, o] = this.views(ws, p);
       const a = xn ? layerNorm(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-      matmul(a, this.packedQ, { c: this.bq, out: q });
-      matmul(a, this.packedK, { c: this.bk, out: k });
-      matmul(a, this.packedV, { c: this.bv, out: v });
-      const attnOpts = { ...p.attnOptions, out: o ?? p.out3 };
-      let perHead: Tensor | undefined;
-      if (p.returnWeights) perHead = attention(q, k, v, { ...attnOpts, returnWeights: true }).weights;
-      else attention(q, k, v, attnOpts);
+      matmul(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      const attnOpts = { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights };
+      const attended = attentionOnFusedQkv(fn, qkv, attnOpts, 'sync') as Tensor | AttentionWithWeights;
+      const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
       if (o) matmul(o, this.packedOut!, { c: this.bo, out: p.out3 });
       if (!perHead) return p.out;
       return { output: p.out, weights: this.averageHeads(perHead, p, (a2, b2, opts) => matmul(a2, b2, opts)) };
@@ -621,19 +606,12 @@ export class MultiHeadSelfAttention {
     const p = this.prepare(fn, x, options); // throws inside the async function: a rejection
     const ws = this.acquire(p.rows);
     try {
-      const [xn, q, k, v, o] = this.views(ws, p);
+      const [xn, qkv, o] = this.views(ws, p);
       const a = xn ? await layerNormAsync(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-      // Settle all three before going on (or giving the workspace back), even if one fails.
-      const projections = await Promise.allSettled([
-        matmulAsync(a, this.packedQ, { c: this.bq, out: q }),
-        matmulAsync(a, this.packedK, { c: this.bk, out: k }),
-        matmulAsync(a, this.packedV, { c: this.bv, out: v }),
-      ]);
-      for (const r of projections) if (r.status === 'rejected') throw r.reason;
-      const attnOpts = { ...p.attnOptions, out: o ?? p.out3 };
-      let perHead: Tensor | undefined;
-      if (p.returnWeights) perHead = (await attentionAsync(q, k, v, { ...attnOpts, returnWeights: true })).weights;
-      else await attentionAsync(q, k, v, attnOpts);
+      await matmulAsync(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      const attnOpts = { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights };
+      const attended = await (attentionOnFusedQkv(fn, qkv, attnOpts, 'async') as Promise<Tensor | AttentionWithWeights>);
+      const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
       if (o) await matmulAsync(o, this.packedOut!, { c: this.bo, out: p.out3 });
       if (!perHead) return p.out;
       let averaged: Promise<Tensor> | undefined;
@@ -795,13 +773,13 @@ export class MultiHeadSelfAttention {
     this.pool.length = 0;
   }
 
-  /** Floats per token row: the normalized input (with norm), q, k, v, and the merged heads (with projection). */
+  /** Floats per token row: the normalized input (with norm), q, k and v side by side, and the merged heads (with projection). */
   private rowFloats(): number {
     return (this.hasNorm ? this.dim : 0) + (this.projectOut ? 4 : 3) * this.innerDim;
   }
 
-  /** Views of a workspace for this call: [xn?, q, k, v, o?] as [batch, tokens, ·] tensors. */
-  private views(ws: Workspace, p: Prepared): [Tensor | undefined, Tensor, Tensor, Tensor, Tensor | undefined] {
+  /** Views of a workspace for this call: [xn?, qkv, o?] as [batch, tokens, ·] tensors. */
+  private views(ws: Workspace, p: Prepared): [Tensor | undefined, Tensor, Tensor | undefined] {
     // Region i starts at (sum of the widths before it) · capacity rows; a call uses the first p.rows rows of each.
     const base = ws.rows;
     let at = 0;
@@ -811,11 +789,9 @@ export class MultiHeadSelfAttention {
       return t;
     };
     const xn = this.hasNorm ? region(this.dim) : undefined;
-    const q = region(this.innerDim);
-    const k = region(this.innerDim);
-    const v = region(this.innerDim);
+    const qkv = region(3 * this.innerDim);
     const o = this.projectOut ? region(this.innerDim) : undefined;
-    return [xn, q, k, v, o];
+    return [xn, qkv, o];
   }
 
   /** A short description, e.g. `MultiHeadSelfAttention(dim=768, heads=12, dimHead=64, norm, out)`. */
