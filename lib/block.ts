@@ -182,12 +182,13 @@ function rename(e: unknown, fn: string): unknown {
  *     out = o·Woᵀ + bo                          (none when heads = 1 and dimHead = dim, unless Wo is given)
  *
  * Every step runs natively: the projections are `matmul`s against the
- * weights prepacked once at construction (the q, k and v rows of the fused
- * weight, and Wo, each packed transposed for x·Wᵀ; biases are added through
- * matmul's `c`), the head split and merge are the `heads` option of
- * `attention` on the packed [batch, tokens, heads·dimHead] projections (no
- * permute copies). The scratch buffers (normalized input, q, k, v, merged
- * heads) live in a workspace that is reused across calls, so a call allocates
+ * weights prepacked once at construction (the fused [3·inner, dim] QKV weight
+ * as one matrix, and Wo, each packed transposed for x·Wᵀ; biases are added
+ * through matmul's `c`). One GEMM computes q, k and v side by side as
+ * [batch, tokens, 3·inner], and attention reads them in place from there
+ * (a token stride of 3·inner); the head split and merge are strides too (no
+ * permute copies). The scratch buffers (normalized input, qkv, merged heads)
+ * live in a workspace that is reused across calls, so a call allocates
  * only its output (nothing with `out`). The projection weights are copied
  * when packed; the biases and norm parameters are kept by reference: do not
  * modify them while the block is in use.

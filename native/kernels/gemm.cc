@@ -207,15 +207,21 @@ bool gemmDirectApplies(const KernelTable& kt, const GemmProblem& p) {
 }
 
 // Columns [n0, n1) of the product, unpacked. Column slivers outside: one B
-// sliver (k x nr) is reused by every row tile while it is hot in L1.
+// sliver (k x nr) is reused by every row tile while it is hot in L1. Depth
+// goes in kGemmKC steps added into out, exactly as the packed path does, so
+// both paths give the same bits (whichever a shape, a thread count or a
+// prepacked weight selects).
 void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t n0, int64_t n1) {
   const int mr = kt.mr, nr = kt.nr;
   for (int64_t jr = n0; jr < n1; jr += nr) {
     const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - jr));
     for (int64_t ir = 0; ir < p.m; ir += mr) {
       const int rows = static_cast<int>(std::min<int64_t>(mr, p.m - ir));
-      kt.microKernelDirect(p.k, p.a.data + ir * p.a.rowStride, p.a.rowStride, p.b.data + jr, p.b.rowStride,
-                           p.out + ir * p.outRowStride + jr, p.outRowStride, p.alpha, p.accumulate, rows, cols);
+      for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
+        kt.microKernelDirect(std::min(kGemmKC, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
+                             p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
+                             p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
+      }
     }
   }
 }
