@@ -5,6 +5,7 @@
 // absent, or aliasing out). Whatever prepare*() accepts is then run, so
 // AddressSanitizer sees any read or write outside the buffers the checks let
 // through, and UBSan any overflow in the size arithmetic.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +71,7 @@ struct Decoded {
   std::vector<double> values;
   std::vector<Shape> shapes;   // each S slot, as read (empty when it was not a valid shape)
   std::vector<double> scalars;  // each N or F slot
+  int64_t tokenStrides[3] = {0, 0, 0};  // attention's optional q, k, v token strides (0: none or not integral)
 };
 
 Decoded decodeDescriptor(Op op, ByteSource& in) {
@@ -94,6 +96,24 @@ Decoded decodeDescriptor(Op op, ByteSource& in) {
       const double x = *c == 'N' ? numberValue(in) : flagValue(in);
       d.values.push_back(x);
       d.scalars.push_back(x);
+    }
+  }
+  // Attention's optional trailing field, now and then: token strides for q, k
+  // and v (the block's fused QKV), near each tensor's row width or special.
+  if (op == Attention && in.next() % 4 == 0) {
+    for (int t = 0; t < 3; ++t) {
+      const Shape& s = t + 1 < static_cast<int>(d.shapes.size()) ? d.shapes[t + 1] : Shape{};
+      const int64_t row = s.size() == 4 ? std::min(mulSat(s[2], s[3]), int64_t{1} << 40) : 1;
+      const uint8_t pick = in.next();
+      double x;
+      switch (pick % 4) {
+        case 0: x = static_cast<double>(row); break;
+        case 1: x = static_cast<double>(row + pick / 4 % 4); break;
+        case 2: x = static_cast<double>(3 * row); break;
+        default: x = numberValue(in); break;
+      }
+      d.values.push_back(x);
+      if (x >= 1 && x <= 1e9 && std::floor(x) == x) d.tokenStrides[t] = static_cast<int64_t>(x);
     }
   }
   switch (in.next() % 8) {  // now and then a descriptor of the wrong length
@@ -240,9 +260,33 @@ void fuzzOne(const uint8_t* data, size_t size) {
       int64_t b = -1, h = -1, sq = -1, kb, kh, skv = -1;
       attentionDims(layout, shapeAt(0), &b, &h, &sq);
       attentionDims(layout, shapeAt(1), &kb, &kh, &skv);
-      BufferArg q = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
-      BufferArg k = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(1)), false));
-      BufferArg v = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(2)), false));
+      // With a token stride, a tensor's expected length is its strided span.
+      auto expectedLength = [&](int t) {
+        const Shape s = shapeAt(t);
+        const int64_t stride = d.tokenStrides[t];
+        if (stride == 0 || s.size() != 4 || countOf(s) < 0) return countOf(s);
+        const int64_t rows = mulSat(s[0], s[1]), row = mulSat(s[2], s[3]);
+        if (rows == 0 || row == 0) return int64_t{0};
+        const double span = static_cast<double>(rows - 1) * stride + row;
+        return span > kMaxBufferElements ? int64_t{-1} : static_cast<int64_t>(span);
+      };
+      BufferArg q = floatBuffer(bufs, planBuffer(in, expectedLength(0), false));
+      BufferArg k = floatBuffer(bufs, planBuffer(in, expectedLength(1), false));
+      BufferArg v = floatBuffer(bufs, planBuffer(in, expectedLength(2), false));
+      // Now and then q, k and v side by side in one buffer, as the fused QKV
+      // output holds them (each view offset by the one before's row width).
+      if (q.present && k.present && v.present && in.next() % 4 == 0) {
+        const Shape qs = shapeAt(0), ks = shapeAt(1);
+        // Row widths only from shapes whose element count is sane (a huge dim would overflow them).
+        const int64_t qRow = qs.size() == 4 ? std::min(mulSat(qs[2], qs[3]), kMaxBufferElements) : 0;
+        const int64_t kRow = ks.size() == 4 ? std::min(mulSat(ks[2], ks[3]), kMaxBufferElements) : 0;
+        const int64_t size = std::max({q.length, qRow + k.length, qRow + kRow + v.length});
+        bufs.floats.emplace_back(static_cast<size_t>(size), 0.75f);
+        float* base = bufs.floats.back().data();
+        q = {base, q.length, true};
+        k = {base + qRow, k.length, true};
+        v = {base + qRow + kRow, v.length, true};
+      }
       BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(3)), false));
       BufferArg mask = floatBuffer(bufs, planBuffer(in, shapeAt(4).empty() ? -1 : countOf(shapeAt(4)), true));
       const BufferPlan padPlan = planBuffer(in, b >= 0 && skv >= 0 ? countOf({b, skv}) : -1, true);

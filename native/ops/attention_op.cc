@@ -37,11 +37,14 @@ Status checkStridedLength(const AttentionArgs& args, int t, const Shape& s, int6
     return Status::rangeError(std::string("attention: a ") + name + " seq stride needs the bshd layout");
   if (elementCount(s) < 0)
     return Status::rangeError(std::string("attention: ") + name + ".shape " + shapeToString(s) + " is too large");
-  const int64_t row = s[2] * s[3], rows = s[0] * s[1];
+  // Saturating: a shape with a zero dim passes elementCount whatever its other dims.
+  const int64_t row = mulSat(s[2], s[3]), rows = mulSat(s[0], s[1]);
   if (stride < row)
     return Status::rangeError(std::string("attention: ") + name + " seq stride " + std::to_string(stride) +
                               " is below heads * headDim = " + std::to_string(row));
-  const int64_t span = rows == 0 || row == 0 ? 0 : mulSat(rows - 1, stride) + row;
+  // rows * row < 2^32 here (elementCount passed) but (rows - 1) * stride may saturate.
+  const int64_t scaled = rows == 0 || row == 0 ? 0 : mulSat(rows - 1, stride);
+  const int64_t span = rows == 0 || row == 0 ? 0 : scaled >= kMaxElements ? kMaxElements : scaled + row;
   if (span >= kMaxElements || length != span)
     return Status::rangeError(std::string("attention: ") + name + ".length must be " + std::to_string(span) +
                               " for shape " + shapeToString(s) + " with seq stride " + std::to_string(stride) +

@@ -200,4 +200,18 @@ TEST(attention_token_strides_rejected) {
   CHECK(!attempt(1, NAN, 3 * 18 + 6).ok());
   CHECK(!attempt(1, 1e300, 3 * 18 + 6).ok());
   CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
+  // Sizes whose products overflow int64 (a zero dim keeps the element count at 0; a huge stride
+  // over many rows) are refused or accepted without undefined behaviour (UBSan runs this).
+  auto huge = [&](const Shape& s, double stride, int64_t length) {
+    DescBuilder d;
+    d.number(1).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
+    d.number(stride).number(stride).number(stride);
+    AttentionCall call;
+    const BufferArg x{big.data(), length, true};
+    return prepareAttention(d.done(), x, x, x, buf(out), none(), none(), none(), &call);
+  };
+  const int64_t two32 = int64_t{1} << 32;
+  CHECK(!huge({0, 1, two32, two32}, 18, 0).ok());
+  CHECK(!huge({two32 / 2, 1, 1, 1}, 9007199254740991.0, 24).ok());
+  CHECK(!huge({1, 5, 2, 3}, 9007199254740991.0, 24).ok());
 }
