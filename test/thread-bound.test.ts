@@ -87,3 +87,20 @@ test('a sync call made while async ops compute adds only its own JS thread', asy
   expect(peak).toBeGreaterThanOrEqual(2);
   expect(peak).toBeLessThanOrEqual(3);
 });
+
+test('an idle pool sleeps: its bounded spin after an op ends within milliseconds', async () => {
+  setNumThreads(2);
+  const a = randomTensor([256, 256]);
+  for (let i = 0; i < 5; i++) await matmulAsync(a, a); // both pool threads and the dispatcher worked
+  attention(randomTensor([1, 4, 128, 64]), randomTensor([1, 4, 128, 64]), randomTensor([1, 4, 128, 64]));
+  await new Promise((r) => setTimeout(r, 50)); // past the 2 ms spin
+  const before = process.cpuUsage();
+  const start = process.hrtime.bigint();
+  await new Promise((r) => setTimeout(r, 300));
+  const wallMs = Number(process.hrtime.bigint() - start) / 1e6;
+  const used = process.cpuUsage(before);
+  const cpuMs = (used.user + used.system) / 1000;
+  // A helper still spinning would burn about the whole window; a sleeping pool, next to nothing
+  // (the allowance covers timers, GC and jest's own threads).
+  expect(cpuMs).toBeLessThan(0.25 * wallMs);
+});

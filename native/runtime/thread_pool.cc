@@ -134,13 +134,16 @@ class ThreadPool {
     if (firstError) std::rethrow_exception(firstError);
   }
 
-  // Spins (pausing the core) until pred() holds or kSpinMicros pass; false on timeout.
+  // Spins (pausing the core) until pred() holds or kSpinMicros pass; false on
+  // timeout. Every ~50 us it yields, so a thread that shares this CPU (the
+  // event loop, say) is not held off by the spin.
   template <typename Pred>
   static bool spinUntil(Pred pred) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 1;; ++i) {
       if (pred()) return true;
       cpuRelax();
+      if ((i & 1023) == 0) std::this_thread::yield();
       if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::microseconds(kSpinMicros))
         return pred();
     }
@@ -205,8 +208,12 @@ class ThreadPool {
   std::atomic<int> size_{1};
   static thread_local bool ownsRegion;
   // How long an idle helper (or a caller waiting for helpers) spins before
-  // sleeping. Bounded, so an idle pool costs nothing after this long.
-  static constexpr int kSpinMicros = 50;
+  // sleeping. Bounded, so an idle pool costs nothing after this long. Long
+  // enough to bridge the gaps between the regions of one op even when the
+  // two threads' shares finish milliseconds apart: on a busy VM host (21 %
+  // steal time measured) a helper that went to sleep took so long to be woken
+  // that 2-thread GEMMs ran 1.5-2x slower with 50 us than with 2 ms (RESULTS.md).
+  static constexpr int kSpinMicros = 2000;
 };
 
 thread_local bool ThreadPool::ownsRegion = false;
