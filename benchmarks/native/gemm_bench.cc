@@ -56,6 +56,23 @@ int main(int argc, char** argv) {
                                 [&](const Shape& s) { return want.find(s.name) == std::string::npos; }),
                  shapes.end());
   }
+  // MNK="197x2304x768,192x2304x768": these shapes (m x n x k) instead.
+  static std::vector<std::string> names;
+  if (const char* list = std::getenv("MNK")) {
+    shapes.clear();
+    std::string all = list;
+    for (size_t at = 0; at <= all.size();) {
+      const size_t end = std::min(all.find(',', at), all.size());
+      long long m = 0, n = 0, k = 0;
+      if (std::sscanf(all.substr(at, end - at).c_str(), "%lldx%lldx%lld", &m, &n, &k) == 3) names.push_back(all.substr(at, end - at));
+      at = end + 1;
+    }
+    for (const std::string& nm : names) {
+      long long m = 0, n = 0, k = 0;
+      std::sscanf(nm.c_str(), "%lldx%lldx%lld", &m, &n, &k);
+      shapes.push_back({nm.c_str(), m, n, k});
+    }
+  }
   std::printf("isa %s\n", mhsa::kernels().name);
   std::vector<int> threadCounts = {1, 2};
   if (const char* t = std::getenv("THREADS")) threadCounts = {std::atoi(t)};
