@@ -5,10 +5,12 @@
 
 #include "kernel_table.h"
 #include "microkernel_avx512.h"
+#include "softmax_avx512.h"
 
 #define MHSA_KERNEL_TABLE_NAME "avx512"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
+#define MHSA_EXP_SUB_COLUMNS ::mhsa::expSubColumnsAvx512
 #define MHSA_MR 12
 #define MHSA_NR 32
 
