@@ -116,6 +116,17 @@ describe(`softmax vs float64 reference (seed ${SEED})`, () => {
     }
   });
 
+  test('outputs of 2^22+ elements (cache-bypassing stores), odd offsets, -Infinity rows, both scale signs', () => {
+    const rng = rngFor(SEED, 'streaming');
+    const shape = [1024, 4097]; // 4,195,328 elements, just past the streaming threshold
+    const x = randomFloat32(rng, numel(shape)).map((v) => v * 6);
+    for (const row of [0, 517, 1023]) x.fill(-Infinity, row * 4097, (row + 1) * 4097);
+    const r = check(rng, 'streaming', x, shape, undefined, 'poisoned'); // out at a random 0..7 float offset
+    expect(rowSums(r.data, 4097).filter((v) => v === 0).length).toBe(3);
+    check(rng, 'streaming', x, shape, 0.75, 'inplace');
+    check(rng, 'large, negative scale (not streamed)', x.map((v) => (v === -Infinity ? 0 : v)), shape, -1.5, 'poisoned');
+  });
+
   test('scale 0 gives a uniform distribution', () => {
     const rng = rngFor(SEED, 'uniform');
     const n = pick(rng, SIZES);

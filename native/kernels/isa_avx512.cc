@@ -11,6 +11,9 @@
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
 #define MHSA_EXP_SUB_COLUMNS ::mhsa::expSubColumnsAvx512
+#define MHSA_ROW_MAX ::mhsa::rowMaxAvx512
+#define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx512
+#define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512
 #define MHSA_MR 12
 #define MHSA_NR 32
 

@@ -37,6 +37,10 @@ struct KernelTable {
   // y[i] *= s for i < n.
   void (*scaleInPlace)(float* y, int64_t n, float s);
 
+  // y[i] = x[i] * s for i < n, x and y distinct, with stores that bypass the
+  // caches where the ISA has them (the output of a large softmax).
+  void (*scaleStream)(const float* x, float* y, int64_t n, float s);
+
   // Column-wise softmax pieces for a rows x cols block s (row stride ld), one
   // column per query: vectorized across columns.
   //   colMax:        m[i] = max(m[i], s[j][i]) over rows j

@@ -18,6 +18,7 @@ enum class ScratchSlot {
   AttentionPackQ,
   AttentionAcc,
   AttentionRow,
+  SoftmaxRow,
   Count
 };
 

@@ -5,8 +5,29 @@
 
 #include "../runtime/thread_pool.h"
 #include "kernel_table.h"
+#include "scratch.h"
 
 namespace mhsa {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The streaming form, for outputs too large to stay in cache: x is read from
+// memory once (the max), the exps go to `tmp`, a row-sized scratch that stays
+// in L1/L2, and y is written once with cache-bypassing stores. Needs scale > 0,
+// for which the max of the scaled logits is exactly scale * max(x) (rounding
+// is monotonic), so nothing is written before the last pass.
+void softmaxRowStreaming(const KernelTable& kt, const float* x, float* y, int64_t n, float scale, float* tmp) {
+  const float shift = scale * kt.rowMax(x, n);
+  if (shift == kNegInf) {
+    std::fill(y, y + n, 0.0f);
+    return;
+  }
+  const float sum = kt.expScaledSum(x, tmp, n, scale, shift);
+  kt.scaleStream(tmp, y, n, 1.0f / sum);
+}
+
+}  // namespace
 
 void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   const KernelTable& kt = kernels();
@@ -18,7 +39,7 @@ void softmaxRow(const float* x, float* y, int64_t n, float scale) {
     src = y;
   }
   const float shift = kt.rowMax(src, n);
-  if (shift == -std::numeric_limits<float>::infinity()) {
+  if (shift == kNegInf) {
     std::fill(y, y + n, 0.0f);
     return;
   }
@@ -31,10 +52,19 @@ void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float sca
   // small enough that both cores share even a few hundred rows.
   const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, cols));
   const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
+  // Stream once the output outgrows what the caches would keep for a reader
+  // anyway (the rows up to kSoftmaxStreamMaxCols fit the L1/L2 scratch).
+  const bool stream = scale > 0.0f && rows * cols >= kSoftmaxStreamMinElements && cols <= kSoftmaxStreamMaxCols;
   parallelFor(tasks, [&](int64_t t) {
     const int64_t r0 = t * rowsPerTask;
     const int64_t r1 = std::min(rows, r0 + rowsPerTask);
-    for (int64_t r = r0; r < r1; ++r) softmaxRow(x + r * cols, y + r * cols, cols, scale);
+    if (stream) {
+      const KernelTable& kt = kernels();
+      float* tmp = scratchFloats(ScratchSlot::SoftmaxRow, static_cast<size_t>(cols));
+      for (int64_t r = r0; r < r1; ++r) softmaxRowStreaming(kt, x + r * cols, y + r * cols, cols, scale, tmp);
+    } else {
+      for (int64_t r = r0; r < r1; ++r) softmaxRow(x + r * cols, y + r * cols, cols, scale);
+    }
   });
 }
 

@@ -8,10 +8,14 @@
 
 #include <immintrin.h>
 
-// GCC 12's _mm512_min_ps/_mm512_max_ps pass an _mm512_undefined_ps() through
+#include <algorithm>
+#include <cstdint>
+
+// GCC 12's _mm512_min_ps/_mm512_max_ps/_mm512_reduce_* pass _mm512_undefined_ps() through
 // an inlined mask form, which -Wmaybe-uninitialized reports (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace mhsa {
@@ -58,6 +62,67 @@ void expSubColumnsAvx512(float* s, int64_t rows, int64_t ld, int64_t cols, const
     }
     _mm512_mask_storeu_ps(sum + i, m, acc);
   }
+}
+
+// Largest of x[0..n): four independent maxima so the loop is not bound by
+// the latency of one chain; the tail is masked (lanes past n read as -inf).
+float rowMaxAvx512(const float* x, int64_t n) {
+  const __m512 negInf = _mm512_set1_ps(-__builtin_inff());
+  __m512 m0 = negInf, m1 = negInf, m2 = negInf, m3 = negInf;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+    m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + i + 32));
+    m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(negInf, m, x + i));
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+}
+
+// y[i] = exp(x[i] * scale - shift); returns the sum of the y[i]. Two sums
+// (even and odd vectors) halve the add chain; y may equal x.
+float expScaledSumAvx512(const float* x, float* y, int64_t n, float scale, float shift) {
+  const __m512 vs = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 e0 = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vshift));
+    const __m512 e1 = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), vs, vshift));
+    _mm512_storeu_ps(y + i, e0);
+    _mm512_storeu_ps(y + i + 16, e1);
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), vs, vshift));
+    _mm512_mask_storeu_ps(y + i, m, e);
+    s0 = _mm512_mask_add_ps(s0, m, s0, e);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+// y[i] = x[i] * s with non-temporal stores for the 64-byte-aligned body: the
+// result of a large softmax is not read again soon, and streaming it skips
+// the read-for-ownership that an ordinary store of a cold line costs (a third
+// of the memory traffic). Ends with sfence: the stores are visible before the
+// pool reports the task done.
+void scaleStreamAvx512(const float* x, float* y, int64_t n, float s) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  const int64_t head = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(y) % 64) % 64);
+  if (head % 4 != 0) {  // y not even float-aligned: plain stores throughout
+    for (; i < n; ++i) y[i] = x[i] * s;
+    return;
+  }
+  for (; i < std::min<int64_t>(n, head / 4); ++i) y[i] = x[i] * s;
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
+  for (; i < n; ++i) y[i] = x[i] * s;
+  _mm_sfence();
 }
 
 }  // namespace mhsa

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "../kernels/kernel_table.h"
 #include "../runtime/thread_pool.h"
@@ -17,8 +18,11 @@ using namespace mhsa_test;
 
 TEST(softmax_rows_against_float64) {
   std::mt19937_64 rng(testSeed() + 20);
-  for (int64_t rows : {1, 3, 65}) {
-    for (int64_t cols : {1, 3, 17, 63, 65, 197, 1000}) {
+  // The last pair is past kSoftmaxStreamMinElements: the streaming path.
+  const std::pair<int64_t, int64_t> streamed{1031, 4099};
+  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{65}, streamed.first}) {
+    for (int64_t cols : {1, 3, 17, 63, 65, 197, 1000, 4099}) {
+      if ((rows == streamed.first) != (cols == streamed.second)) continue;
       auto x = randomFloats(rng, rows * cols, -20, 20);
       if (rows > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, -INFINITY);  // a fully masked row
       auto out = poisoned(x.size());
