@@ -222,7 +222,19 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
   for (int64_t d = 0; d < p.headDim; ++d) q[d] = qRow[d * p.q.dimStride];
   const float* kBase = p.k.data + b * p.k.batchStride + g * p.k.headStride + j0 * p.k.seqStride;
   const float* vBase = p.v.data + b * p.v.batchStride + g * p.v.headStride + j0 * p.v.seqStride;
-  for (int64_t j = 0; j < n; ++j) row[j] = p.scale * kt.dot(q, kBase + j * p.k.seqStride, p.headDim);
+  // A decode step is one read stream over K, then one over V; the hardware
+  // prefetcher alone kept it at ~68 % of the measured bandwidth, so each row
+  // also fetches the row kDecodePrefetchRows ahead (3, 8 and 24 all measured
+  // 10-20 % faster than none; 24 best).
+  constexpr int64_t kDecodePrefetchRows = 24;
+  const int64_t kRowBytes = p.headDim * 4, vRowBytes = p.headDimV * 4;
+  for (int64_t j = 0; j < n; ++j) {
+    if (j + kDecodePrefetchRows < n) {
+      const char* ahead = reinterpret_cast<const char*>(kBase + (j + kDecodePrefetchRows) * p.k.seqStride);
+      for (int64_t o = 0; o < kRowBytes; o += 64) __builtin_prefetch(ahead + o);
+    }
+    row[j] = p.scale * kt.dot(q, kBase + j * p.k.seqStride, p.headDim);
+  }
   if (p.mask) {
     const float* m = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + i * p.maskStride[2] + j0 * p.maskStride[3];
     for (int64_t j = 0; j < n; ++j) row[j] += m[j * p.maskStride[3]];
@@ -242,8 +254,13 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
     return;
   }
   state[1] = kt.expScaledSum(row, row, n, 1.0f, m);
-  for (int64_t j = 0; j < n; ++j)
+  for (int64_t j = 0; j < n; ++j) {
+    if (j + kDecodePrefetchRows < n) {
+      const char* ahead = reinterpret_cast<const char*>(vBase + (j + kDecodePrefetchRows) * p.v.seqStride);
+      for (int64_t o = 0; o < vRowBytes; o += 64) __builtin_prefetch(ahead + o);
+    }
     if (row[j] != 0.0f) kt.axpy(row[j], vBase + j * p.v.seqStride, acc, p.headDimV);
+  }
   if (wRow) std::copy(row, row + n, wRow + j0);
 }
 
