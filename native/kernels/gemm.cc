@@ -206,17 +206,17 @@ bool gemmDirectApplies(const KernelTable& kt, const GemmProblem& p) {
   return p.m <= kt.mr || static_cast<double>(p.m) * p.n * p.k <= kGemmDirectMaxVolume;
 }
 
-// Columns [n0, n1) of the product, unpacked. Column slivers outside: one B
+// Rows [m0, m1) x columns [n0, n1) of the product, unpacked. Column slivers outside: one B
 // sliver (k x nr) is reused by every row tile while it is hot in L1. Depth
 // goes in kGemmKC steps added into out, exactly as the packed path does, so
 // both paths give the same bits (whichever a shape, a thread count or a
 // prepacked weight selects).
-void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t n0, int64_t n1) {
+void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int mr = kt.mr, nr = kt.nr;
   for (int64_t jr = n0; jr < n1; jr += nr) {
     const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - jr));
-    for (int64_t ir = 0; ir < p.m; ir += mr) {
-      const int rows = static_cast<int>(std::min<int64_t>(mr, p.m - ir));
+    for (int64_t ir = m0; ir < m1; ir += mr) {
+      const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - ir));
       for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
         kt.microKernelDirect(std::min(kGemmKC, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
                              p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
@@ -240,7 +240,7 @@ void gemmSerial(const GemmProblem& p) {
   }
   const KernelTable& kt = kernels();
   if (gemmDirectApplies(kt, p)) {
-    gemmDirect(kt, p, 0, p.n);
+    gemmDirect(kt, p, 0, p.m, 0, p.n);
     return;
   }
   const int64_t kcMax = std::min(kGemmKC, p.k);
@@ -267,9 +267,15 @@ void gemmParallel(const GemmProblem& p) {
   const KernelTable& kt = kernels();
   const int mr = kt.mr, nr = kt.nr;
   if (gemmDirectApplies(kt, p)) {
-    // One column range per thread, in whole slivers.
-    const int64_t per = ceilDiv(ceilDiv(p.n, nr), threads) * nr;
-    parallelFor(ceilDiv(p.n, per), [&](int64_t t) { gemmDirect(kt, p, t * per, std::min(p.n, (t + 1) * per)); });
+    // One region per thread, in whole tiles, split along whichever dims give
+    // the most even shares (2048 x 32 splits rows, 1 x 2304 columns).
+    int tm = 1, tn = 1;
+    chooseGrid(p.m, p.n, mr, nr, threads, &tm, &tn);
+    const int64_t mPer = ceilDiv(ceilDiv(p.m, mr), tm) * mr, nPer = ceilDiv(ceilDiv(p.n, nr), tn) * nr;
+    parallelFor(static_cast<int64_t>(tm) * tn, [&](int64_t r) {
+      const int64_t m0 = (r / tn) * mPer, n0 = (r % tn) * nPer;
+      if (m0 < p.m && n0 < p.n) gemmDirect(kt, p, m0, std::min(p.m, m0 + mPer), n0, std::min(p.n, n0 + nPer));
+    });
     return;
   }
   const int64_t kcMax = std::min(kGemmKC, p.k);

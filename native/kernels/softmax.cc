@@ -13,17 +13,26 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The streaming form, for outputs too large to stay in cache: x is read from
-// memory once (the max), the exps go to `tmp`, a row-sized scratch that stays
-// in L1/L2, and y is written once with cache-bypassing stores. Needs scale > 0,
-// for which the max of the scaled logits is exactly scale * max(x) (rounding
-// is monotonic), so nothing is written before the last pass.
+// memory once, every intermediate lives in `tmp`, a row-sized scratch that
+// stays in L1/L2, and y is written once with cache-bypassing stores. The same
+// steps as softmaxRow, so the same bits: the logits are scaled and rounded
+// first and the max taken over them, so the largest term is exactly exp(0).
+// (Taking shift = scale * max(x) and letting expScaledSum scale instead would
+// save a pass over L1, but where the compiler fuses x * scale - shift into one
+// FMA, |scale * max| >= 2^31 leaves a rounding error that underflows or
+// overflows every term of the row.)
 void softmaxRowStreaming(const KernelTable& kt, const float* x, float* y, int64_t n, float scale, float* tmp) {
-  const float shift = scale * kt.rowMax(x, n);
+  const float* src = x;
+  if (scale != 1.0f) {
+    for (int64_t i = 0; i < n; ++i) tmp[i] = x[i] * scale;
+    src = tmp;
+  }
+  const float shift = kt.rowMax(src, n);
   if (shift == kNegInf) {
     std::fill(y, y + n, 0.0f);
     return;
   }
-  const float sum = kt.expScaledSum(x, tmp, n, scale, shift);
+  const float sum = kt.expScaledSum(src, tmp, n, 1.0f, shift);
   kt.scaleStream(tmp, y, n, 1.0f / sum);
 }
 
@@ -54,7 +63,7 @@ void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float sca
   const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
   // Stream once the output outgrows what the caches would keep for a reader
   // anyway (the rows up to kSoftmaxStreamMaxCols fit the L1/L2 scratch).
-  const bool stream = scale > 0.0f && rows * cols >= kSoftmaxStreamMinElements && cols <= kSoftmaxStreamMaxCols;
+  const bool stream = rows * cols >= kSoftmaxStreamMinElements && cols <= kSoftmaxStreamMaxCols;
   parallelFor(tasks, [&](int64_t t) {
     const int64_t r0 = t * rowsPerTask;
     const int64_t r1 = std::min(rows, r0 + rowsPerTask);

@@ -90,8 +90,8 @@ float expScaledSumAvx512(const float* x, float* y, int64_t n, float scale, float
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512 e0 = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vshift));
-    const __m512 e1 = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), vs, vshift));
+    const __m512 e0 = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vshift));
+    const __m512 e1 = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), vs), vshift));
     _mm512_storeu_ps(y + i, e0);
     _mm512_storeu_ps(y + i + 16, e1);
     s0 = _mm512_add_ps(s0, e0);
@@ -99,7 +99,7 @@ float expScaledSumAvx512(const float* x, float* y, int64_t n, float scale, float
   }
   for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), vs, vshift));
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs), vshift));
     _mm512_mask_storeu_ps(y + i, m, e);
     s0 = _mm512_mask_add_ps(s0, m, s0, e);
   }

@@ -115,7 +115,10 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
   Strided4* views[3] = {&p->q, &p->k, &p->v};
   const Shape* inputs[3] = {&args.q, &args.k, &args.v};
   for (int t = 0; t < 3; ++t) {
-    if (args.seqStride[t] == 0) continue;  // only bshd gets here (checked above)
+    // Only bshd gets here (checked above). A view with no elements keeps its
+    // contiguous strides: its span was 0 whatever the stride, so a huge one
+    // must not reach the kernel's index arithmetic.
+    if (args.seqStride[t] == 0 || elementCount(*inputs[t]) == 0) continue;
     views[t]->seqStride = args.seqStride[t];
     views[t]->batchStride = mulSat((*inputs[t])[1], args.seqStride[t]);
   }

@@ -113,17 +113,21 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   args.scale = r.number("scale");
   args.causal = r.flag("causal");
   args.mask = r.shape("mask.shape");
-  if (!r.atEnd()) {  // optional: token strides of q, k, v (the block's fused QKV)
-    const char* names[3] = {"q seq stride", "k seq stride", "v seq stride"};
-    for (int t = 0; t < 3; ++t) {
-      const double s = r.number(names[t]);
-      if (!(s >= 0 && s <= 9007199254740991.0) || s != static_cast<double>(static_cast<int64_t>(s)))
-        return Status::rangeError(std::string("attention: the ") + names[t] +
-                                  " must be a non-negative safe integer");
-      args.seqStride[t] = static_cast<int64_t>(s);
-    }
-  }
+  // Optional: token strides of q, k, v (the block's fused QKV). Read first,
+  // judged after finish(), so an earlier field's error is the one reported.
+  const char* strideNames[3] = {"q seq stride", "k seq stride", "v seq stride"};
+  double strides[3] = {0, 0, 0};
+  const bool hasStrides = !r.atEnd();
+  if (hasStrides)
+    for (int t = 0; t < 3; ++t) strides[t] = r.number(strideNames[t]);
   MHSA_RETURN_IF_ERROR(r.finish());
+  for (int t = 0; t < 3 && hasStrides; ++t) {
+    const double s = strides[t];
+    if (!(s >= 0 && s <= 9007199254740991.0) || s != static_cast<double>(static_cast<int64_t>(s)))
+      return Status::rangeError(std::string("attention: the ") + strideNames[t] +
+                                " must be a non-negative safe integer");
+    args.seqStride[t] = static_cast<int64_t>(s);
+  }
   if (layout != 0 && layout != 1 && layout != 2)
     return Status::rangeError("attention: layout code must be 0, 1 or 2");
   args.layout = static_cast<AttentionLayout>(static_cast<int>(layout));

@@ -214,4 +214,20 @@ TEST(attention_token_strides_rejected) {
   CHECK(!huge({0, 1, two32, two32}, 18, 0).ok());
   CHECK(!huge({two32 / 2, 1, 1, 1}, 9007199254740991.0, 24).ok());
   CHECK(!huge({1, 5, 2, 3}, 9007199254740991.0, 24).ok());
+
+  // An empty strided view (headDim 0) accepts any stride, so the stride must not reach the
+  // kernel's index arithmetic: 1152 * (2^53 - 1) would overflow (UBSan runs this).
+  {
+    std::vector<float> vData = {3.5f}, o = poisoned(1200);
+    DescBuilder d;
+    d.number(1).shape({1, 1200, 1, 0}).shape({1, 1, 1, 0}).shape({1, 1, 1, 1}).shape({1, 1200, 1, 1});
+    d.flag(false).number(0).flag(false).shape({});
+    d.number(9007199254740991.0).number(0).number(0);
+    AttentionCall call;
+    const Status st = prepareAttention(d.done(), BufferArg{big.data(), 0, true}, BufferArg{big.data(), 0, true},
+                                       buf(vData), buf(o), none(), none(), none(), &call);
+    CHECK_MSG(st.ok(), st.message);
+    if (st.ok()) runCall(call);
+    CHECK(std::all_of(o.begin(), o.end(), [](float x) { return x == 3.5f; }));  // one key: out = v
+  }
 }

@@ -49,6 +49,32 @@ TEST(softmax_rows_against_float64) {
   }
 }
 
+// The streaming softmax (outputs of 2^22+ elements) with logits so large that
+// scale * max has a rounding error far above 1: the largest term must still
+// be exp(0) = 1, not a term the error underflowed (NaN rows) or overflowed
+// (zero rows).
+TEST(softmax_streaming_huge_logits) {
+  const int64_t rows = 64, cols = 65536;
+  for (float scale : {0.7f, 0.3f}) {
+    std::vector<float> x(static_cast<size_t>(rows * cols), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      x[r * cols] = 1e10f;
+      if (r % 2) x[r * cols + 1] = 1e10f;  // odd rows: two equal maxima
+    }
+    auto out = poisoned(x.size());
+    DescBuilder d;
+    d.shape({rows, cols}).shape({rows, cols}).number(scale);
+    SoftmaxCall call;
+    CHECK(prepareSoftmax(d.done(), buf(x), buf(out), &call).ok());
+    runCall(call);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float want = r % 2 ? 0.5f : 1.0f;
+      CHECK_MSG(out[r * cols] == want && (r % 2 == 0 || out[r * cols + 1] == want) && out[r * cols + 2] == 0.0f,
+                "row " + std::to_string(r) + " scale " + std::to_string(scale) + ": " + std::to_string(out[r * cols]));
+    }
+  }
+}
+
 TEST(layernorm_rows_against_float64) {
   std::mt19937_64 rng(testSeed() + 21);
   for (int64_t dim : {1, 3, 17, 197, 1000}) {
