@@ -22,6 +22,7 @@ interface OrtTensor {
 interface OrtSession {
   run(feeds: Record<string, OrtTensor>): Promise<Record<string, OrtTensor>>;
   release(): Promise<void>;
+  endProfiling(): void;
 }
 interface OrtModule {
   Tensor: new (type: 'float32', data: Float32Array, dims: readonly number[]) => OrtTensor;
@@ -238,12 +239,18 @@ function ortVersion(): string {
 }
 
 async function session(g: Graph, threads: number): Promise<Prepared> {
+  // MHSA_BENCH_ORT_PROFILE=prefix: onnxruntime's own per-node profile of every
+  // session, written as <prefix>_<date>.json when the session is disposed
+  // (summarize with benchmarks/ort-profile.js). For analysis runs only: the
+  // profiler adds time to every node.
+  const profilePrefix = process.env.MHSA_BENCH_ORT_PROFILE;
   const s = await ort!.InferenceSession.create(g.bytes, {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
     logSeverityLevel: 3,
+    ...(profilePrefix ? { enableProfiling: true, profileFilePrefix: profilePrefix } : {}),
   });
   return {
     run: async () => {
@@ -251,7 +258,10 @@ async function session(g: Graph, threads: number): Promise<Prepared> {
       return r[g.output].data as Float32Array;
     },
     canonical: g.canonical,
-    dispose: () => s.release(),
+    dispose: async () => {
+      if (profilePrefix) s.endProfiling();
+      await s.release();
+    },
   };
 }
 
