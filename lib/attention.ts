@@ -108,6 +108,11 @@ function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?
   throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes', value);
 }
 
+/** Floats from a strided view's first token to the end of its last: (rows − 1)·stride + width, 0 when empty. */
+function tokenSpan(rows: number, width: number, tokenStride: number): number {
+  return rows === 0 || width === 0 ? 0 : (rows - 1) * tokenStride + width;
+}
+
 /**
  * A 3-D [batch, seq, width] tensor whose tokens are `tokenStride` floats apart
  * (a view into a wider row, such as q inside a fused QKV projection output):
@@ -117,8 +122,7 @@ function checkTokenStrided(fn: string, arg: string, value: Tensor, tokenStride: 
   const data = checkFloat32Array(fn, `${arg}.data`, value.data);
   const shape = checkShape(fn, `${arg}.shape`, value.shape);
   if (shape.length !== 3) throw rangeError(fn, `${arg} must have 3 dims, received shape ${formatShape(shape)}`);
-  const rows = shape[0] * shape[1];
-  const span = rows === 0 || shape[2] === 0 ? 0 : (rows - 1) * tokenStride + shape[2];
+  const span = tokenSpan(shape[0] * shape[1], shape[2], tokenStride);
   if (shape[2] > tokenStride || data.length !== span) {
     throw rangeError(fn, `${arg}.data.length must be ${span} for shape ${formatShape(shape)} with token stride ${tokenStride}, received ${data.length}`);
   }
@@ -310,7 +314,7 @@ export function attentionOnFusedQkv(
 ): Tensor | AttentionWithWeights | Promise<Tensor | AttentionWithWeights> {
   const [batch, seq, width] = qkv.shape;
   const inner = width / 3;
-  const span = batch * seq === 0 || inner === 0 ? 0 : (batch * seq - 1) * width + inner;
+  const span = tokenSpan(batch * seq, inner, width);
   const view = (i: number): Tensor => ({ data: qkv.data.subarray(i * inner, i * inner + span), shape: [batch, seq, inner] });
   const [q, k, v] = [view(0), view(1), view(2)];
   if (run === 'async') {

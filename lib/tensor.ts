@@ -78,24 +78,26 @@ function plainShape(shape: unknown): number[] | undefined {
 
 /** Checks a shape: an array of non-negative safe integers. Returns a plain copy. */
 export function checkShape(fn: string, arg: string, shape: unknown): number[] {
+  const plain = plainShape(shape);
+  if (plain) return plain;
+  // Refused: find the first reason, for the message.
   if (!Array.isArray(shape)) throw typeError(fn, arg, 'an array of dims', shape);
-  const out = new Array<number>(shape.length);
-  for (let i = 0; i < shape.length; i++) {
-    const d: unknown = shape[i];
-    if (typeof d !== 'number') throw typeError(fn, `${arg}[${i}]`, 'a number', d);
-    if (!Number.isSafeInteger(d) || d < 0) {
-      throw rangeError(fn, `${arg}[${i}] must be a non-negative safe integer, received ${d}`);
-    }
-    out[i] = d;
-  }
-  return out;
+  const i = shape.findIndex((d: unknown) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0);
+  const d: unknown = shape[i];
+  if (typeof d !== 'number') throw typeError(fn, `${arg}[${i}]`, 'a number', d);
+  throw rangeError(fn, `${arg}[${i}] must be a non-negative safe integer, received ${d}`);
+}
+
+/** A Float32Array whose buffer is still attached. */
+function isLiveFloat32Array(data: unknown): data is Float32Array {
+  return data instanceof Float32Array && !isDetached(data);
 }
 
 /** Checks a Float32Array argument: right type, not detached. */
 export function checkFloat32Array(fn: string, arg: string, data: unknown): Float32Array {
+  if (isLiveFloat32Array(data)) return data;
   if (!(data instanceof Float32Array)) throw typeError(fn, arg, 'a Float32Array', data);
-  if (isDetached(data)) throw new TypeError(`${fn}: ${arg} is backed by a detached ArrayBuffer`);
-  return data;
+  throw new TypeError(`${fn}: ${arg} is backed by a detached ArrayBuffer`);
 }
 
 /**
@@ -109,7 +111,7 @@ export function checkTensor(fn: string, arg: string, value: unknown): CheckedTen
   const v = value as { data?: unknown; shape?: unknown; dims?: unknown };
   // Argument names are built only for an error message: string building on
   // every call was a measurable share of a small op.
-  const data = v.data instanceof Float32Array && !isDetached(v.data) ? v.data : checkFloat32Array(fn, `${arg}.data`, v.data);
+  const data = isLiveFloat32Array(v.data) ? v.data : checkFloat32Array(fn, `${arg}.data`, v.data);
   const useDims = v.shape === undefined && v.dims !== undefined;
   const rawShape = useDims ? v.dims : v.shape;
   const shape = plainShape(rawShape) ?? checkShape(fn, useDims ? `${arg}.dims` : `${arg}.shape`, rawShape);

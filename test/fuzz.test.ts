@@ -41,7 +41,7 @@ import {
 } from '../lib';
 import { refBlock, type RefBlockParams } from './fixtures-scripts/block-reference';
 import { dotProductScale, expectClose, makeRng, pickSeed, randomFloat32, type Rng } from './helpers/random';
-import { numel, refAttention, refLayerNorm, refMatmul, refSoftmax } from './helpers/reference';
+import { absValues, numel, refAttention, refLayerNorm, refMatmul, refMatmulMagnitude, refSoftmax } from './helpers/reference';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
@@ -560,8 +560,6 @@ async function runPlan<Config>(op: OpUnderTest<Config>, plan: Plan<Config>): Pro
 const dim = (max: number) => fc.integer({ min: 0, max });
 const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 const coef = fc.integer({ min: -300, max: 300 }).map((i) => i / 100);
-const abs = (x: Float32Array): Float32Array => x.map(Math.abs);
-const absOpt = (x: number | undefined): number | undefined => (x === undefined ? undefined : Math.abs(x));
 const randomTensor = (rng: Rng, shape: number[], scale = 1): Tensor => ({
   data: randomFloat32(rng, numel(shape)).map((v) => v * scale),
   shape,
@@ -609,8 +607,8 @@ const matmulOp: OpUnderTest<{
     const ref = refMatmul(a.data, aShape, b.data, bShape, {
       transposeA: p.transposeA, transposeB, alpha: p.alpha, c: c?.data, cShape: c?.shape, beta: p.c?.beta,
     });
-    const scale = ref.data.length !== 1 ? undefined : dotProductScale(refMatmul(abs(a.data), aShape, abs(b.data), bShape, {
-      transposeA: p.transposeA, transposeB, alpha: absOpt(p.alpha), c: c && abs(c.data), cShape: c?.shape, beta: absOpt(p.c?.beta),
+    const scale = ref.data.length !== 1 ? undefined : dotProductScale(refMatmulMagnitude(a.data, aShape, b.data, bShape, {
+      transposeA: p.transposeA, transposeB, alpha: p.alpha, c: c?.data, cShape: c?.shape, beta: p.c?.beta,
     }).data);
     const slots: Slot[] = [{ name: 'a', index: 0 }];
     if (!p.packB) slots.push({ name: 'b', index: 1 });
@@ -760,7 +758,7 @@ const attentionOp: OpUnderTest<{
           output: ref.output.data,
           weights: p.returnWeights ? { shape: ref.weights.shape, data: ref.weights.data } : undefined,
           // One output element is Σ p_j v_j, which signed v can cancel: measure against Σ p_j |v_j|.
-          scale: ref.output.data.length !== 1 ? undefined : dotProductScale(refAttention(q.data, q.shape, k.data, k.shape, abs(v.data), v.shape, {
+          scale: ref.output.data.length !== 1 ? undefined : dotProductScale(refAttention(q.data, q.shape, k.data, k.shape, absValues(v.data), v.shape, {
             layout: p.layout === '3d' ? undefined : p.layout,
             heads: H, kvHeads: Hkv, causal: p.causal, mask: mask?.data, maskShape: mask?.shape, keyPaddingMask: pad, scale: p.scale,
           }).output.data),
@@ -963,7 +961,7 @@ describe(`fuzz: tensor, prepack, setNumThreads (seed ${SEED})`, () => {
           expected: {
             shape: [p.M, p.N],
             output: refMatmul(a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }).data,
-            scale: p.M * p.N !== 1 ? undefined : dotProductScale(refMatmul(abs(a.data), a.shape, abs(b.data), b.shape, { transposeB: p.transpose }).data),
+            scale: p.M * p.N !== 1 ? undefined : dotProductScale(refMatmulMagnitude(a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }).data),
           },
           badOptions: [['transpose', () => BAD_BOOLEANS[Math.floor(rng() * BAD_BOOLEANS.length)]]],
         };

@@ -19,7 +19,7 @@ import {
   rngFor,
   type Rng,
 } from './helpers/random';
-import { numel, refMatmul } from './helpers/reference';
+import { numel, refMatmul, refMatmulMagnitude } from './helpers/reference';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
@@ -125,14 +125,13 @@ function reference(bt: Built) {
  */
 function cancellationScale(bt: Built, refLength: number): number | undefined {
   if (refLength !== 1) return undefined;
-  const abs = (x: Float32Array) => x.map(Math.abs);
   return dotProductScale(
-    refMatmul(abs(bt.a.data), bt.a.shape, abs(bt.b.data), bt.b.shape, {
+    refMatmulMagnitude(bt.a.data, bt.a.shape, bt.b.data, bt.b.shape, {
       transposeA: bt.opts.transposeA,
       transposeB: bt.opts.transposeB,
-      alpha: bt.opts.alpha === undefined ? undefined : Math.abs(bt.opts.alpha),
-      beta: bt.opts.beta === undefined ? undefined : Math.abs(bt.opts.beta),
-      c: bt.cCopy && abs(bt.cCopy),
+      alpha: bt.opts.alpha,
+      beta: bt.opts.beta,
+      c: bt.cCopy,
       cShape: bt.c?.shape,
     }).data,
   );

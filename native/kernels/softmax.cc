@@ -12,48 +12,35 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// The streaming form, for outputs too large to stay in cache: x is read from
-// memory once, every intermediate lives in `tmp`, a row-sized scratch that
-// stays in L1/L2, and y is written once with cache-bypassing stores. The same
-// steps as softmaxRow, so the same bits: the logits are scaled and rounded
-// first and the max taken over them, so the largest term is exactly exp(0).
-// (Taking shift = scale * max(x) and letting expScaledSum scale instead would
+// The unnormalized softmax of row x into `work` (n floats; may be x itself):
+// work = exp(x * scale - max), returning the sum, or 0 for a row whose scaled
+// logits are all -inf (work then holds nothing useful). The logits are scaled
+// and rounded first and the max is taken over them: the shift must be the max
+// of the *scaled* logits (scale * min(x) for a negative scale), and only then
+// is the largest term exactly exp(0). Letting expScaledSum scale instead would
 // save a pass over L1, but where the compiler fuses x * scale - shift into one
 // FMA, |scale * max| >= 2^31 leaves a rounding error that underflows or
-// overflows every term of the row.)
-void softmaxRowStreaming(const KernelTable& kt, const float* x, float* y, int64_t n, float scale, float* tmp) {
+// overflows every term of the row.
+float expRow(const KernelTable& kt, const float* x, float* work, int64_t n, float scale) {
   const float* src = x;
   if (scale != 1.0f) {
-    for (int64_t i = 0; i < n; ++i) tmp[i] = x[i] * scale;
-    src = tmp;
+    for (int64_t i = 0; i < n; ++i) work[i] = x[i] * scale;
+    src = work;
   }
   const float shift = kt.rowMax(src, n);
-  if (shift == kNegInf) {
-    std::fill(y, y + n, 0.0f);
-    return;
-  }
-  const float sum = kt.expScaledSum(src, tmp, n, 1.0f, shift);
-  kt.scaleStream(tmp, y, n, 1.0f / sum);
+  if (shift == kNegInf) return 0.0f;
+  return kt.expScaledSum(src, work, n, 1.0f, shift);
 }
 
 }  // namespace
 
 void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   const KernelTable& kt = kernels();
-  // The shift must be the max of the *scaled* logits, which for a negative
-  // scale is scale * min(x): scale once into y, then work in place.
-  const float* src = x;
-  if (scale != 1.0f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
-    src = y;
-  }
-  const float shift = kt.rowMax(src, n);
-  if (shift == kNegInf) {
+  const float sum = expRow(kt, x, y, n, scale);
+  if (sum == 0.0f)
     std::fill(y, y + n, 0.0f);
-    return;
-  }
-  const float sum = kt.expScaledSum(src, y, n, 1.0f, shift);
-  kt.scaleInPlace(y, n, 1.0f / sum);
+  else
+    kt.scaleInPlace(y, n, 1.0f / sum);
 }
 
 void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float scale) {
@@ -68,9 +55,19 @@ void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float sca
     const int64_t r0 = t * rowsPerTask;
     const int64_t r1 = std::min(rows, r0 + rowsPerTask);
     if (stream) {
+      // x is read from memory once, every intermediate lives in a row-sized
+      // scratch that stays in L1/L2, and y is written once with cache-bypassing
+      // stores: the same steps as softmaxRow, so the same bits.
       const KernelTable& kt = kernels();
       float* tmp = scratchFloats(ScratchSlot::SoftmaxRow, static_cast<size_t>(cols));
-      for (int64_t r = r0; r < r1; ++r) softmaxRowStreaming(kt, x + r * cols, y + r * cols, cols, scale, tmp);
+      for (int64_t r = r0; r < r1; ++r) {
+        float* yr = y + r * cols;
+        const float sum = expRow(kt, x + r * cols, tmp, cols, scale);
+        if (sum == 0.0f)
+          std::fill(yr, yr + cols, 0.0f);
+        else
+          kt.scaleStream(tmp, yr, cols, 1.0f / sum);
+      }
     } else {
       for (int64_t r = r0; r < r1; ++r) softmaxRow(x + r * cols, y + r * cols, cols, scale);
     }

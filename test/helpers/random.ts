@@ -89,7 +89,7 @@ export function relErr(out: ArrayLike<number>, ref: ArrayLike<number>): number {
 
 /**
  * The scale a dot-product result's rounding error is bounded against (Higham: |fl(x·y) − x·y| ≤ γ_K Σ|x_k y_k|):
- * ‖|alpha|·|A|·|B| + |beta|·|C|‖, computed by the caller with the reference on absolute values.
+ * ‖|alpha|·|A|·|B| + |beta|·|C|‖, the norm of refMatmulMagnitude's result (reference.ts).
  * Normally ‖ref‖ is of that order; a single output element can cancel far below it.
  */
 export function dotProductScale(absResult: ArrayLike<number>): number {

@@ -72,6 +72,31 @@ export interface RefMatmulOptions {
   cShape?: readonly number[];
 }
 
+/** |x| elementwise. */
+export function absValues(x: ArrayLike<number>): Float64Array {
+  return Float64Array.from(x, Math.abs);
+}
+
+/**
+ * refMatmul on absolute values, |alpha|·|op(a)|·|op(b)| + |beta|·|c|: for each result element the size
+ * of the terms it sums (the scale of its rounding error; see dotProductScale in random.ts).
+ */
+export function refMatmulMagnitude(
+  a: ArrayLike<number>,
+  aShape: readonly number[],
+  b: ArrayLike<number>,
+  bShape: readonly number[],
+  opts: RefMatmulOptions = {},
+): RefTensor {
+  const absOpt = (x: number | undefined) => (x === undefined ? undefined : Math.abs(x));
+  return refMatmul(absValues(a), aShape, absValues(b), bShape, {
+    ...opts,
+    alpha: absOpt(opts.alpha),
+    beta: absOpt(opts.beta),
+    c: opts.c && absValues(opts.c),
+  });
+}
+
 /** alpha · op(a) · op(b) + beta · c, batch dims broadcast numpy-style, c broadcast to the result. */
 export function refMatmul(
   a: ArrayLike<number>,
