@@ -16,6 +16,12 @@ export interface NativeAddon {
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
   packedSize(desc: Float64Array): number;
+  /** The checked header of a safetensors image, or the error to throw (native/formats/safetensors.h). */
+  parseSafetensors(bytes: Uint8Array):
+    | { dataStart: number; entries: [string, string, number[], number, number][]; metadata: [string, string][] }
+    | { errorKind: 'TypeError' | 'RangeError'; message: string };
+  /** out = the little-endian F16 (bf16 false) or BF16 values in bytes. */
+  decodeHalf(bytes: Uint8Array, out: Float32Array, bf16: boolean): void;
   packMatrix(...args: unknown[]): void;
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };

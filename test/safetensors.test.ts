@@ -307,6 +307,66 @@ describe(`loadSafetensors (seed ${SEED})`, () => {
       expect(Object.keys(r.tensors).sort()).toEqual(['a', 'b', 'c', 'e']);
     });
 
+    test('strict JSON: names given twice, unpaired surrogates, control characters, trailing text, deep nesting', () => {
+      const entry = '{"dtype":"F32","shape":[1],"data_offsets":[0,4]}';
+      const data = new Uint8Array(8);
+      expectError(() => loadSafetensors(raw(`{"a":${entry},"a":${entry}}`, data)), TypeError, /tensor "a" appears twice/);
+      expectError(() => loadSafetensors(raw(`{"__metadata__":{},"__metadata__":{}}`, data)), TypeError, /__metadata__ appears twice/);
+      expectError(() => loadSafetensors(raw('{"__metadata__":{"k":"1","k":"2"}}', data)), TypeError, /__metadata__ has "k" twice/);
+      expectError(
+        () => loadSafetensors(raw('{"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}}', data)),
+        TypeError,
+        /tensor "a": "dtype" appears twice/,
+      );
+      expectError(() => loadSafetensors(raw(`{"\\ud800":${entry}}`, data)), TypeError, /not valid UTF-8 JSON \(unpaired surrogate/);
+      expectError(() => loadSafetensors(raw(`{"\\udc00x":${entry}}`, data)), TypeError, /unpaired surrogate/);
+      expectError(() => loadSafetensors(raw(`{"a\tb":${entry}}`, data)), TypeError, /control character in a string at header byte 3/);
+      expectError(() => loadSafetensors(raw(`{"a":${entry}} x`, data)), TypeError, /unexpected text after the JSON value at header byte \d+/);
+      expectError(() => loadSafetensors(raw(`{"a":${entry},}`, data)), TypeError, /unexpected '}' at header byte/);
+      expectError(() => loadSafetensors(raw(`{"a":01}`, data)), TypeError, /not valid UTF-8 JSON/);
+      expectError(() => loadSafetensors(raw(`{"a":${'['.repeat(300)}${']'.repeat(300)}}`, data)), TypeError, /nested deeper than 256 levels/);
+      // Nesting inside an ignored key still has to be valid JSON, and shallow enough.
+      const deepButFine = `{"a":{"x":${'['.repeat(200)}${']'.repeat(200)},"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`;
+      expect(loadSafetensors(raw(deepButFine, data)).tensors.a.data.length).toBe(1);
+    });
+
+    test('escapes and whitespace decode as JSON.parse decodes them', () => {
+      const names = ['caf\\u00e9', 'tab\\there', 'quote\\"', 'slash\\/', 'emoji \\ud83d\\ude00', 'nul\\u0000', 'plain é 😀'];
+      const header = '{ "__metadata__" : { "k\\n" : "v\\u00e9" } ,\r\n' +
+        names.map((n, i) => ` "${n}" :\t{ "shape" : [ 1 ] , "extra" : { "ignored" : [ true, null, 1.5e3 ] }, "dtype" : "F32" , "data_offsets" : [ ${4 * i} , ${4 * i + 4} ] }`).join(' ,\n') +
+        ' }  \n';
+      const data = f32Bytes(names.map((_, i) => i + 0.5));
+      const r = loadSafetensors(raw(header, data));
+      const want = JSON.parse(header) as Record<string, unknown>;
+      expect(r.metadata).toEqual(want.__metadata__);
+      const wantNames = Object.keys(want).filter((k) => k !== '__metadata__');
+      expect(Object.keys(r.tensors).sort()).toEqual(wantNames.sort());
+      for (const n of wantNames) {
+        const e = want[n] as { data_offsets: [number, number] };
+        expect(Array.from(r.tensors[n].data)).toEqual([e.data_offsets[0] / 4 + 0.5]);
+        expect(r.tensors[n].shape).toEqual([1]);
+      }
+      // Numbers in every JSON spelling that is an integer: 4.0, 4e0, 0.4E1; -0 is a zero dim.
+      const spelled = loadSafetensors(raw('{"a":{"dtype":"F32","shape":[4.0, 1e0],"data_offsets":[0, 0.16e2]},"z":{"dtype":"F32","shape":[-0],"data_offsets":[0,0]}}', new Uint8Array(16)));
+      expect(spelled.tensors.a.shape).toEqual([4, 1]);
+      expect(spelled.tensors.z.shape).toEqual([0]);
+      expectError(() => loadSafetensors(raw('{"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,4]}}', new Uint8Array(4))), RangeError, /shape dims must be non-negative integers, received \[1e400\]/);
+      expectError(() => loadSafetensors(oneEntry({ dtype: 'F32', shape: [4], data_offsets: [2 ** 53, 2 ** 53 + 4] })), RangeError, /0 <= begin <= end, received \[9007199254740992, 9007199254740996\]/);
+    });
+
+    test('a detached source is a TypeError', () => {
+      const bytes = build({ w: { dtype: 'F32', shape: [1], bytes: f32Bytes([1]) } });
+      const copy = bytes.slice();
+      structuredClone(copy.buffer, { transfer: [copy.buffer] });
+      let err: unknown;
+      try {
+        loadSafetensors(copy);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toEqual(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/^loadSafetensors: source is backed by a detached ArrayBuffer/) }));
+    });
+
     test('shape disagreeing with the byte count', () => {
       expectError(() => loadSafetensors(oneEntry({ dtype: 'F32', shape: [3], data_offsets: [0, 16] })), RangeError, /tensor "t": shape \[3\] of F32 needs 12 bytes, data_offsets \[0, 16\] hold 16/);
       expectError(() => loadSafetensors(oneEntry({ dtype: 'F16', shape: [2, 2], data_offsets: [0, 16] })), RangeError, /shape \[2, 2\] of F16 needs 8 bytes/);

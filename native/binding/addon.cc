@@ -98,6 +98,8 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<packedSizeBinding>(env, exports, "packedSize");
   exportFunction<packMatrixBinding>(env, exports, "packMatrix");
   exportFunction<layerNormBinding>(env, exports, "layerNorm");
+  exportFunction<parseSafetensorsBinding>(env, exports, "parseSafetensors");
+  exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");
   exportFunction<calibrateBinding>(env, exports, "calibrate");
   exportFunction<infoBinding>(env, exports, "info");
   exportFunction<setNumThreadsBinding>(env, exports, "setNumThreads");

@@ -31,4 +31,13 @@ Napi::Value attentionBinding(const Napi::CallbackInfo& info);
 // desc: x.shape, out.shape, eps. Normalizes over the last dim.
 Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
 
+// parseSafetensors(bytes: Uint8Array) -> { dataStart, entries: [name, dtype, shape, begin, end][],
+//   metadata: [key, value][] } or { errorKind: 'TypeError' | 'RangeError', message }: the checked
+//   header of a safetensors image (formats/safetensors.h). Errors come back as values so lib/ can
+//   throw them in the caller's realm with the file's name.
+// decodeHalf(bytes: Uint8Array, out: Float32Array, bf16: boolean): out = the little-endian F16
+//   (or BF16) values in bytes, exactly.
+Napi::Value parseSafetensorsBinding(const Napi::CallbackInfo& info);
+Napi::Value decodeHalfBinding(const Napi::CallbackInfo& info);
+
 }  // namespace mhsa
