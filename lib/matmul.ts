@@ -59,14 +59,16 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
         `${transposeA ? ' (a transposed)' : ''} = ${ta.shape[aK]}, received ${tb.shape[bK]}`,
     );
   }
-  const batch = broadcastShapes(ta.shape.slice(0, -2), tb.shape.slice(0, -2));
+  // Two 2-D operands (the common case) have no batch dims to broadcast.
+  const batch = ra === 2 && rb === 2 ? [] : broadcastShapes(ta.shape.slice(0, -2), tb.shape.slice(0, -2));
   if (!batch) {
     throw rangeError(
       fn,
       `batch dims of a ${formatShape(ta.shape.slice(0, -2))} and b ${formatShape(tb.shape.slice(0, -2))} do not broadcast`,
     );
   }
-  const shape = [...batch, ta.shape[aM], tb.shape[bN]];
+  const shape = batch;
+  shape.push(ta.shape[aM], tb.shape[bN]);
   if (tc && !broadcastsTo(tc.shape, shape)) {
     throw rangeError(fn, `options.c.shape ${formatShape(tc.shape)} must broadcast to the result shape ${formatShape(shape)}`);
   }
@@ -74,16 +76,21 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
   checkNoAlias(fn, 'options.out', out.data, 'a', ta.data);
   if (!packed) checkNoAlias(fn, 'options.out', out.data, 'b', tb.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.c', tc?.data, true);
-  const args = (): unknown[] => [
-    ta.data, tb.data, tc ? tc.data : null, out.data,
-    new Descriptor()
-      .shape(ta.shape).shape(tb.shape).shape(tc ? tc.shape : null).shape(shape)
-      .flag(transposeA).flag(transposeB).number(alpha).number(beta).flag(packed)
-      .done(),
-  ];
-  const buffers: ArrayBufferView[] = [ta.data, tb.data, out.data];
-  if (tc) buffers.push(tc.data);
-  return { fn, args, result: out, buffers };
+  return { fn, a: ta, b: tb, c: tc, out, shape, transposeA, transposeB, alpha, beta, packed };
+}
+
+type PreparedMatmul = ReturnType<typeof prepareMatmul>;
+
+/** The native call's arguments, the descriptor built last (it is shared and read before the call returns). */
+function nativeArgs(p: PreparedMatmul): unknown[] {
+  return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulDescriptor(p)];
+}
+
+function matmulDescriptor(p: PreparedMatmul): Float64Array {
+  return new Descriptor()
+    .shape(p.a.shape).shape(p.b.shape).shape(p.c ? p.c.shape : null).shape(p.shape)
+    .flag(p.transposeA).flag(p.transposeB).number(p.alpha).number(p.beta).flag(p.packed)
+    .done();
 }
 
 /**
@@ -103,9 +110,9 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
  * @throws TypeError for a wrong kind of argument, RangeError for mismatched or invalid shapes and values.
  */
 export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Tensor {
-  const call = prepareMatmul('matmul', a, b, options);
-  native.matmul(...call.args());
-  return call.result;
+  const p = prepareMatmul('matmul', a, b, options);
+  native.matmul(p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulDescriptor(p));
+  return p.out;
 }
 
 /**
@@ -114,5 +121,10 @@ export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: Ma
  * Invalid arguments reject the promise.
  */
 export function matmulAsync(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Promise<Tensor> {
-  return runAsync(() => prepareMatmul('matmulAsync', a, b, options), (args) => native.matmul(...args));
+  return runAsync(() => {
+    const p = prepareMatmul('matmulAsync', a, b, options);
+    const buffers: ArrayBufferView[] = [p.a.data, p.b.data, p.out.data];
+    if (p.c) buffers.push(p.c.data);
+    return { fn: p.fn, args: () => nativeArgs(p), result: p.out, buffers };
+  }, (args) => native.matmul(...args));
 }

@@ -60,6 +60,8 @@ export const native: NativeAddon = load();
  */
 export class Descriptor {
   private static readonly buffer = new Float64Array(512);
+  /** views[n] = buffer.subarray(0, n), made once: a subarray per call was a measurable share of a small op. */
+  private static readonly views: Float64Array[] = [];
   private pos = 0;
 
   shape(dims: readonly number[] | null): this {
@@ -85,6 +87,6 @@ export class Descriptor {
 
   /** The packed values; valid until the next Descriptor is built. */
   done(): Float64Array {
-    return Descriptor.buffer.subarray(0, this.pos);
+    return (Descriptor.views[this.pos] ??= Descriptor.buffer.subarray(0, this.pos));
   }
 }
