@@ -5,10 +5,16 @@
 
 #include "kernel_table.h"
 
-// On arm64 the baseline includes NEON and GCC/Clang vectorize these loops
-// with it, so that is the name info() reports there.
+// On arm64 the baseline includes NEON: the GEMM micro-kernels are hand-written
+// for it (microkernel_neon.cc) and GCC/Clang vectorize the other loops with it,
+// so that is the name info() reports there.
 #if defined(__aarch64__)
+#include "microkernel_neon.h"
 #define MHSA_KERNEL_TABLE_NAME "neon"
+#define MHSA_MICRO_KERNEL ::mhsa::microKernel12x8Neon
+#define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x8Neon
+#define MHSA_MR 12
+#define MHSA_NR 8
 #else
 #define MHSA_KERNEL_TABLE_NAME "scalar"
 #endif
