@@ -27,6 +27,8 @@ export interface Options {
   list: boolean;
   help: boolean;
   check: boolean;
+  /** Time mhsa and the peers of a row group in alternating bursts instead of one after another. */
+  interleave: boolean;
 }
 
 export const PEER_NAMES = ['onnxruntime', 'onnxruntime-mha', 'mhsa-unfused', 'tfjs-wasm', 'js'] as const;
@@ -56,6 +58,8 @@ Options:
   --peers[=LIST]         also run peers: onnxruntime, onnxruntime-mha, mhsa-unfused, tfjs-wasm, js (default: all)
   --json FILE            write the JSON report to FILE ('-': to stdout, no table)
   --markdown             print the table as Markdown
+  --interleave           time mhsa and its peers in alternating bursts (same host noise
+                         for each; the fair comparison on a shared machine)
   --check                run every workload once at a small size and verify it; no timing
   --list                 list the workloads and peers, then exit
   -h, --help             show this help
@@ -82,6 +86,7 @@ export function parseArgs(argv: readonly string[]): Options {
   let list = false;
   let help = false;
   let check = false;
+  let interleave = false;
 
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -155,6 +160,10 @@ export function parseArgs(argv: readonly string[]): Options {
         noValue();
         check = true;
         break;
+      case '--interleave':
+        noValue();
+        interleave = true;
+        break;
       case '-h':
       case '--help':
         noValue();
@@ -189,5 +198,6 @@ export function parseArgs(argv: readonly string[]): Options {
     list,
     help,
     check,
+    interleave,
   };
 }

@@ -14,7 +14,7 @@ import { mhsaImpl } from './mhsa-impl';
 import { PEERS, type Impl, type Prepared } from './peers';
 import { buildReference, relativeError, TOLERANCE, type Reference } from './reference';
 import { formatTable, legend, type Row } from './report';
-import { measure, once } from './runner';
+import { measure, measureInterleaved, once, type Measurement } from './runner';
 import { bytes, flops, outputLength, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
 
 export const SCHEMA = 'mhsa-bench/1';
@@ -110,8 +110,53 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
   const f = flops(p);
   const nbytes = bytes(p);
   const mhsaMedian = new Map<number, number>();
+  const timing = { minTime: opts.minTime, repeat: opts.repeat };
+
+  /** Verifies an output (and fills the timing fields from m, when timed); pushes the row. */
+  const finishRow = (impl: Impl, prepared: Prepared, base: Row, threads: number, m: Measurement | undefined, out: Float32Array) => {
+    const row: Row = { ...base, status: 'ok', checked: ref!.indices.length };
+    if (m) {
+      const sec = m.medianMs / 1000;
+      const peak = ctx.peaks.get(threads);
+      Object.assign(row, {
+        median_ms: m.medianMs, min_ms: m.minMs, max_ms: m.maxMs, samples: m.samples.length, rss_mb: m.rssMb,
+        gflops: w.metric === 'GB/s' && p.kind === 'softmax' ? null : f / sec / 1e9,
+        gbs: w.metric === 'GB/s' ? nbytes / sec / 1e9 : null,
+      });
+      if (peak) {
+        row.pct_peak = w.metric === 'GB/s' ? (100 * row.gbs!) / peak.gbs : (100 * row.gflops!) / peak.gflops;
+      }
+    }
+    const output = prepared.canonical ? prepared.canonical(out) : out;
+    const err = relativeError(output, ref!, outputLength(p));
+    row.rel_err = Number.isFinite(err) ? err : null;
+    if (!(err <= TOLERANCE)) {
+      // A wrong result is never reported as a timing.
+      Object.assign(row, { status: 'wrong', median_ms: null, min_ms: null, max_ms: null, gflops: null, gbs: null, pct_peak: null });
+      row.note = `wrong result: rel err ${Number.isNaN(err) ? 'NaN (non-finite output or wrong length)' : err.toExponential(2)} > ${TOLERANCE}`;
+      progress.clear();
+      ctx.loud(`mhsa-bench: WRONG RESULT: ${impl.name} on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${row.note}`);
+    } else if (impl.name === 'mhsa' && row.median_ms !== null) {
+      mhsaMedian.set(threads, row.median_ms);
+    }
+    rows.push(row);
+  };
+  const failRow = (impl: Impl, base: Row, threads: number, e: unknown) => {
+    progress.clear();
+    ctx.loud(`mhsa-bench: ${impl.name} failed on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${firstLine(e)}`);
+    rows.push({ ...base, status: 'error', note: `error: ${firstLine(e)}` });
+  };
+  const dispose = async (prepared: Prepared | undefined) => {
+    try {
+      await prepared?.dispose();
+    } catch {
+      // nothing useful to do
+    }
+  };
 
   for (const threads of opts.threads) {
+    // --interleave: every runnable impl is prepared first, then timed in alternating bursts.
+    const group: { impl: Impl; prepared: Prepared; base: Row }[] = [];
     for (const impl of impls) {
       const base: Row = {
         workload: w.name, shape, threads, impl: impl.name, status: 'skipped',
@@ -128,54 +173,42 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
       }
       progress.show(`${w.name} · ${threads} thr · ${impl.name}`);
       let prepared: Prepared | undefined;
+      let grouped = false;
       try {
         ref ??= buildReference(p, inputs, opts.check);
         prepared = withFault(impl, await impl.prepare(p, inputs, threads));
-        let output: Float32Array;
-        const row: Row = { ...base, status: 'ok', checked: ref.indices.length };
+        if (opts.interleave && !opts.check) {
+          group.push({ impl, prepared, base });
+          prepared = undefined;  // disposed after the group is timed
+          grouped = true;
+          continue;
+        }
         if (opts.check) {
-          output = await once(prepared);
+          finishRow(impl, prepared, base, threads, undefined, await once(prepared));
         } else {
-          const m = await measure(prepared, { minTime: opts.minTime, repeat: opts.repeat });
-          output = m.output;
-          const sec = m.medianMs / 1000;
-          const peak = ctx.peaks.get(threads);
-          Object.assign(row, {
-            median_ms: m.medianMs, min_ms: m.minMs, max_ms: m.maxMs, samples: m.samples.length, rss_mb: m.rssMb,
-            gflops: w.metric === 'GB/s' && p.kind === 'softmax' ? null : f / sec / 1e9,
-            gbs: w.metric === 'GB/s' ? nbytes / sec / 1e9 : null,
-          });
-          if (peak) {
-            row.pct_peak = w.metric === 'GB/s' ? (100 * row.gbs!) / peak.gbs : (100 * row.gflops!) / peak.gflops;
-          }
+          const m = await measure(prepared, timing);
+          finishRow(impl, prepared, base, threads, m, m.output);
         }
-        if (prepared.canonical) output = prepared.canonical(output);
-        const err = relativeError(output, ref, outputLength(p));
-        row.rel_err = Number.isFinite(err) ? err : null;
-        if (!(err <= TOLERANCE)) {
-          // A wrong result is never reported as a timing.
-          Object.assign(row, { status: 'wrong', median_ms: null, min_ms: null, max_ms: null, gflops: null, gbs: null, pct_peak: null });
-          row.note = `wrong result: rel err ${Number.isNaN(err) ? 'NaN (non-finite output or wrong length)' : err.toExponential(2)} > ${TOLERANCE}`;
-          progress.clear();
-          ctx.loud(`mhsa-bench: WRONG RESULT: ${impl.name} on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${row.note}`);
-        } else if (impl.name === 'mhsa' && row.median_ms !== null) {
-          mhsaMedian.set(threads, row.median_ms);
-        }
-        rows.push(row);
       } catch (e) {
-        progress.clear();
-        const note = `error: ${firstLine(e)}`;
-        ctx.loud(`mhsa-bench: ${impl.name} failed on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${firstLine(e)}`);
-        rows.push({ ...base, status: 'error', note });
+        failRow(impl, base, threads, e);
       } finally {
-        if (prepared) {
-          try {
-            await prepared.dispose();
-          } catch {
-            // nothing useful to do
-          }
+        await dispose(prepared);
+        if (!grouped) progress.step();
+      }
+    }
+    if (group.length > 0) {
+      progress.show(`${w.name} · ${threads} thr · ${group.map((g) => g.impl.name).join(' / ')} interleaved`);
+      try {
+        const ms = await measureInterleaved(group.map((g) => g.prepared), timing);
+        group.forEach((g, i) => finishRow(g.impl, g.prepared, g.base, threads, ms[i], ms[i].output));
+      } catch (e) {
+        // One failing call spoils the whole group's timing: report it on each.
+        for (const g of group) failRow(g.impl, g.base, threads, e);
+      } finally {
+        for (const g of group) {
+          await dispose(g.prepared);
+          progress.step();
         }
-        progress.step();
       }
     }
   }
@@ -296,7 +329,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s FMA, ${p.gbs.toFixed(1)} GB/s read`)
         .join(' · ')}`,
     );
-    out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up${opts.interleave ? ', mhsa and its peers interleaved in bursts' : ''}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   } else {
     out(`check: every workload once at a small size, all output elements against float64 (tolerance ${TOLERANCE})`);
   }
@@ -373,6 +406,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         threads: opts.threads,
         min_time_s: opts.minTime,
         repeat: opts.repeat,
+        interleave: opts.interleave,
         tolerance: TOLERANCE,
       },
       impls: implInfo,

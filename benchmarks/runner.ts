@@ -135,6 +135,85 @@ export async function measure(p: Prepared, opts: TimingOptions): Promise<Measure
   };
 }
 
+/** Pause between two bursts: long enough for the last library's pool threads to stop spinning (mhsa: 2 ms). */
+const BURST_GAP_MS = 20;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Times several implementations of one problem in alternating bursts (--interleave):
+ * each burst runs one implementation for about a tenth of minTime (one call
+ * when calls are longer), the order reverses every round, and rounds continue
+ * until every implementation has what {@link measure} would require. On a
+ * shared machine whose speed drifts over seconds, each implementation then
+ * sees the same drift, so the ratios are not decided by which one ran during
+ * a slow spell. Each burst starts after a pause and one untimed call (for
+ * calls under 20 ms), so neither the previous library's spinning threads nor
+ * its cache footprint lands in the timings. RSS growth is measured during each
+ * implementation's warm-up, which runs alone.
+ */
+export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOptions): Promise<Measurement[]> {
+  const rssMb: number[] = [];
+  for (const p of ps) {
+    await settle();
+    const rss = new RssTracker();
+    const warmEnd = performance.now() + Math.min(0.2 * opts.minTime * 1000, 500);
+    let n = 0;
+    do {
+      p.beforeRun?.();
+      await call(p);
+      rss.sample();
+      n++;
+    } while (performance.now() < warmEnd && n < 1000);
+    rssMb.push(rss.growthMb());
+  }
+  const samples = ps.map((): number[] => []);
+  const totals = ps.map(() => 0);
+  const outputs: (Float32Array | undefined)[] = ps.map(() => undefined);
+  const burstMs = Math.min(500, Math.max(20, (opts.minTime * 1000) / 10));
+  const wallEnd = performance.now() + 3 * opts.minTime * 1000 * ps.length;
+  const budget = 10 * opts.minTime * 1000;
+  const finished = (i: number): boolean => {
+    const n = samples[i].length;
+    const enough = n >= opts.repeat && (totals[i] >= opts.minTime * 1000 || n >= MAX_SAMPLES || performance.now() >= wallEnd);
+    return enough || (n >= Math.min(3, opts.repeat) && totals[i] >= budget);
+  };
+  await settle();
+  for (let round = 0; ps.some((_, i) => !finished(i)); round++) {
+    const order = ps.map((_, i) => i);
+    if (round % 2) order.reverse();
+    for (const i of order) {
+      if (finished(i)) continue;
+      const p = ps[i];
+      await sleep(BURST_GAP_MS);
+      if (samples[i].length === 0 || median(samples[i]) < 20) {
+        p.beforeRun?.();
+        await call(p);
+      }
+      const burstEnd = performance.now() + burstMs;
+      do {
+        p.beforeRun?.();
+        const t0 = performance.now();
+        const r = p.run();
+        outputs[i] = r instanceof Promise ? await r : r;
+        const ms = performance.now() - t0;
+        samples[i].push(ms);
+        totals[i] += ms;
+      } while (performance.now() < burstEnd && samples[i].length < MAX_SAMPLES);
+    }
+  }
+  return ps.map((_, i) => ({
+    samples: samples[i],
+    medianMs: median(samples[i]),
+    minMs: Math.min(...samples[i]),
+    maxMs: Math.max(...samples[i]),
+    rssMb: rssMb[i],
+    output: outputs[i]!,
+  }));
+}
+
 /** One untimed call for --check (after beforeRun). */
 export async function once(p: Prepared): Promise<Float32Array> {
   p.beforeRun?.();

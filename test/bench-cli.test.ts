@@ -71,6 +71,36 @@ describe('mhsa-bench --check', () => {
   }, 180_000);
 });
 
+describe('mhsa-bench --interleave', () => {
+  test('times mhsa and its peers in alternating bursts: every row timed and verified, the mode recorded', () => {
+    const r = bench(['--workload', 'g_sq64,s_512', '--threads', '1', '--peers=js,mhsa-unfused', '--interleave',
+      '--min-time', '0.05', '--repeat', '4', '--json', '-']);
+    expect(r.status).toBe(0);
+    const report = JSON.parse(r.stdout) as {
+      settings: { interleave: boolean };
+      results: (JsonRow & { samples: number | null; median_ms: number | null; rss_mb: number | null })[];
+    };
+    expect(report.settings.interleave).toBe(true);
+    const timed = report.results.filter((x) => x.status === 'ok');
+    // mhsa and js on both workloads; mhsa-unfused runs only attention workloads.
+    expect(timed.map((x) => `${x.workload}:${x.impl}`).sort()).toEqual(['g_sq64:js', 'g_sq64:mhsa', 's_512:js', 's_512:mhsa']);
+    for (const row of timed) {
+      expect(row.samples).toBeGreaterThanOrEqual(4);
+      expect(row.median_ms).toBeGreaterThan(0);
+      expect(row.rss_mb).not.toBeNull();
+      expect(row.rel_err).toBeLessThan(1e-5);
+    }
+  }, 180_000);
+
+  test('a wrong result is still caught when interleaved', () => {
+    const r = bench(['--workload', 'g_sq64', '--threads', '1', '--peers=js', '--interleave', '--min-time', '0.02'], {
+      MHSA_BENCH_FAULT: 'mhsa',
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/WRONG RESULT: mhsa on g_sq64/);
+  }, 180_000);
+});
+
 describe('mhsa-bench usage errors exit with code 2', () => {
   test.each([
     [['--bogus'], /unknown option '--bogus'/],
@@ -91,6 +121,7 @@ describe('mhsa-bench usage errors exit with code 2', () => {
     [['--json'], /--json needs a value/],
     [['--peers=foo'], /--peers= expects names/],
     [['--markdown=yes'], /--markdown takes no value/],
+    [['--interleave=1'], /--interleave takes no value/],
     [['positional'], /unexpected argument 'positional'/],
     [['--workload', 'q_*'], /unknown workload 'q_\*'/],
   ])('parseArgs(%j) is a usage error', (args, message) => {
