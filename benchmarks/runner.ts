@@ -91,10 +91,8 @@ export async function settle(): Promise<void> {
   }
 }
 
-export async function measure(p: Prepared, opts: TimingOptions): Promise<Measurement> {
-  await settle();
-  const rss = new RssTracker();
-  // Warm-up: at least one call (first-call allocations, JIT, thread start), up to ~20% of min-time.
+/** Warm-up: at least one call (first-call allocations, JIT, thread start), up to ~20% of min-time. */
+async function warmUp(p: Prepared, opts: TimingOptions, rss: RssTracker): Promise<void> {
   const warmEnd = performance.now() + Math.min(0.2 * opts.minTime * 1000, 500);
   let n = 0;
   do {
@@ -103,6 +101,12 @@ export async function measure(p: Prepared, opts: TimingOptions): Promise<Measure
     rss.sample();
     n++;
   } while (performance.now() < warmEnd && n < 1000);
+}
+
+export async function measure(p: Prepared, opts: TimingOptions): Promise<Measurement> {
+  await settle();
+  const rss = new RssTracker();
+  await warmUp(p, opts, rss);
 
   const samples: number[] = [];
   let total = 0;
@@ -159,14 +163,7 @@ export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOp
   for (const p of ps) {
     await settle();
     const rss = new RssTracker();
-    const warmEnd = performance.now() + Math.min(0.2 * opts.minTime * 1000, 500);
-    let n = 0;
-    do {
-      p.beforeRun?.();
-      await call(p);
-      rss.sample();
-      n++;
-    } while (performance.now() < warmEnd && n < 1000);
+    await warmUp(p, opts, rss);
     rssMb.push(rss.growthMb());
   }
   const samples = ps.map((): number[] => []);
