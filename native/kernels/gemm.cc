@@ -196,6 +196,14 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
 }
 
 
+// At most two column slivers wide, with B small enough to stay in L2: packing A
+// would copy each element of A to use it in at most two tiles, so A is read in
+// place, row tile by row tile, and B is re-read from L2 by each row tile
+// (512 x 64 x 512: 0.93-0.98x OpenBLAS packed, 1.36-1.39x so, 2 threads).
+bool isNarrowDirect(const KernelTable& kt, const GemmProblem& p) {
+  return p.n <= 2 * kt.nr && p.k * p.n <= kGemmNarrowMaxBFloats;
+}
+
 // Small or one-tile-high products: the micro-kernel reads row-major A and B
 // where they lie. Packing copies both operands once to save strided reads
 // later; when every operand fits in L1/L2 there is no later to save for (a
@@ -203,25 +211,33 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
 // tile high B is read once either way.
 bool gemmDirectApplies(const KernelTable& kt, const GemmProblem& p) {
   if (p.packedB || p.a.colStride != 1 || p.b.colStride != 1 || p.outColStride != 1) return false;
-  return p.m <= kt.mr || static_cast<double>(p.m) * p.n * p.k <= kGemmDirectMaxVolume;
+  return p.m <= kt.mr || isNarrowDirect(kt, p) || static_cast<double>(p.m) * p.n * p.k <= kGemmDirectMaxVolume;
 }
 
-// Rows [m0, m1) x columns [n0, n1) of the product, unpacked. Column slivers outside: one B
-// sliver (k x nr) is reused by every row tile while it is hot in L1. Depth
-// goes in kGemmKC steps added into out, exactly as the packed path does, so
-// both paths give the same bits (whichever a shape, a thread count or a
-// prepacked weight selects).
+// One mr x nr tile of the product at (ir, jr), unpacked. Depth goes in
+// kGemmKC steps added into out, exactly as the packed path does, so both paths
+// give the same bits (whichever a shape, a thread count or a prepacked weight
+// selects).
+inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, int rows, int64_t jr, int cols) {
+  for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
+    kt.microKernelDirect(std::min(kGemmKC, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
+                         p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
+                         p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
+  }
+}
+
+// Rows [m0, m1) x columns [n0, n1) of the product, unpacked. Column slivers
+// outside, so one B sliver (k x nr) is reused by every row tile while it is
+// hot in L1; for a narrow product (isNarrowDirect) row tiles outside instead,
+// so A, the large operand, streams through once.
 void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int mr = kt.mr, nr = kt.nr;
-  for (int64_t jr = n0; jr < n1; jr += nr) {
-    const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - jr));
-    for (int64_t ir = m0; ir < m1; ir += mr) {
-      const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - ir));
-      for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
-        kt.microKernelDirect(std::min(kGemmKC, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
-                             p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
-                             p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
-      }
+  const bool rowsOutside = isNarrowDirect(kt, p);
+  for (int64_t outer = rowsOutside ? m0 : n0; outer < (rowsOutside ? m1 : n1); outer += rowsOutside ? mr : nr) {
+    for (int64_t inner = rowsOutside ? n0 : m0; inner < (rowsOutside ? n1 : m1); inner += rowsOutside ? nr : mr) {
+      const int64_t ir = rowsOutside ? outer : inner, jr = rowsOutside ? inner : outer;
+      directTile(kt, p, ir, static_cast<int>(std::min<int64_t>(mr, m1 - ir)), jr,
+                 static_cast<int>(std::min<int64_t>(nr, n1 - jr)));
     }
   }
 }
@@ -271,6 +287,11 @@ void gemmParallel(const GemmProblem& p) {
     // the most even shares (2048 x 32 splits rows, 1 x 2304 columns).
     int tm = 1, tn = 1;
     chooseGrid(p.m, p.n, mr, nr, threads, &tm, &tn);
+    if (isNarrowDirect(kt, p) && p.m >= threads * mr) {
+      // Split rows: each thread streams its own part of A (split columns, both would read all of it).
+      tm = threads;
+      tn = 1;
+    }
     const int64_t mPer = ceilDiv(ceilDiv(p.m, mr), tm) * mr, nPer = ceilDiv(ceilDiv(p.n, nr), tn) * nr;
     parallelFor(static_cast<int64_t>(tm) * tn, [&](int64_t r) {
       const int64_t m0 = (r / tn) * mPer, n0 = (r % tn) * nPer;

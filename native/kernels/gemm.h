@@ -98,4 +98,9 @@ constexpr double kGemmParallelMinFlops = 4.0 * 1024 * 1024;
 // in L1/L2 between row tiles and packing pays for itself.
 constexpr int64_t kGemmDirectMaxVolume = int64_t{1} << 22;
 
+// Largest B (k * n floats: 1 MiB, half an L2) for which a product at most two
+// column slivers wide skips packing whatever its size (gemm.cc, isNarrowDirect):
+// every row tile re-reads B, which must stay in L2 for that to be cheap.
+constexpr int64_t kGemmNarrowMaxBFloats = int64_t{1} << 18;
+
 }  // namespace mhsa

@@ -127,6 +127,17 @@ TEST(matmul_direct_every_edge_tile) {
   runCase({12, 130, 2000, false, false, 1, 0, false, false, 2, 2}, rng);
 }
 
+TEST(matmul_narrow_products_of_any_volume) {
+  std::mt19937_64 rng(testSeed() + 6);
+  // At most two column slivers wide (64 on AVX-512, 32 on AVX2 and the portable
+  // table) with B under kGemmNarrowMaxBFloats: direct, row tiles outside, rows
+  // split across threads, whatever m * n * k; 65 columns and B past the limit go packed.
+  for (int64_t n : {1, 17, 32, 33, 63, 64, 65})
+    runCase({1000, n, 1000, false, false, 1, 0, false, false, 0, 0}, rng);
+  runCase({1001, 64, 4097, false, false, 0.5f, 1, true, false, 0, 0}, rng);
+  runCase({197, 17, 2000, false, false, 1, 0, false, false, 2, 0}, rng);
+}
+
 TEST(matmul_alpha_beta_c_and_batches) {
   std::mt19937_64 rng(testSeed() + 1);
   runCase({17, 33, 65, false, true, 0.5f, -2, true, false, 3, 1}, rng);
