@@ -51,13 +51,20 @@ afterAll(() => setNumThreads(original));
 test.each([1, 2, 3])('with %i compute threads, 100 async ops in flight never use more', async (n) => {
   setNumThreads(n);
   expect(info().peakActiveThreads).toBe(0);
-  const { polledMax } = await hundredInFlight();
-  const after = info();
-  expect(after.activeThreads).toBe(0);
-  // The pool is really used (the counter sees helpers, not only the dispatcher).
-  expect(after.peakActiveThreads).toBeGreaterThanOrEqual(Math.min(n, 2));
-  expect(after.peakActiveThreads).toBeLessThanOrEqual(n);
-  expect(polledMax).toBeLessThanOrEqual(n);
+  // The bound is checked after every round. That the pool is really used (the
+  // counter sees a helper, not only the dispatcher) needs a helper to run
+  // during some parallel region; on a busy host the OS may keep it off the CPU
+  // for all of one round (its tasks are then claimed by the dispatcher), so up
+  // to five rounds are given to see it.
+  for (let round = 0; round < 5; round++) {
+    const { polledMax } = await hundredInFlight();
+    const after = info();
+    expect(after.activeThreads).toBe(0);
+    expect(after.peakActiveThreads).toBeLessThanOrEqual(n);
+    expect(polledMax).toBeLessThanOrEqual(n);
+    if (after.peakActiveThreads >= Math.min(n, 2)) break;
+  }
+  expect(info().peakActiveThreads).toBeGreaterThanOrEqual(Math.min(n, 2));
 });
 
 test('the pool and the dispatcher are the only threads the package adds', async () => {
