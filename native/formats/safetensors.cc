@@ -325,6 +325,11 @@ class JsonCursor {
   std::string error_;
 };
 
+// What the semantic pass reports if the text stops being the JSON the syntax
+// pass accepted: possible only when another thread writes the bytes (a
+// SharedArrayBuffer) during the call. The loops below stop instead of spinning.
+Status changedWhileRead() { return Status::typeError("the header changed while it was being read"); }
+
 // Calls member(key, valueSpan) for each member of the object at `span`, in
 // order; stops at the first non-ok Status. The text is known to be valid JSON.
 template <typename Member>
@@ -334,6 +339,7 @@ Status forEachMember(const Span& span, Member member) {
   c.skipWhitespace();
   if (c.consume('}')) return Status::success();
   while (true) {
+    if (c.peek() != '"') return changedWhileRead();
     std::string key;
     c.readString(&key);
     c.skipWhitespace();
@@ -360,6 +366,7 @@ bool readNumberArray(const Span& span, std::vector<double>* values) {
   bool allNumbers = true;
   while (!c.atEnd()) {
     double v = 0;
+    const char* before = c.position();
     if (c.peek() == '-' || (c.peek() >= '0' && c.peek() <= '9')) {
       c.readNumber(&v);
       values->push_back(v);
@@ -367,6 +374,7 @@ bool readNumberArray(const Span& span, std::vector<double>* values) {
       c.skipValue();
       allNumbers = false;
     }
+    if (c.position() == before) return false;  // not the text the syntax pass accepted (changedWhileRead)
     c.skipWhitespace();
     if (c.consume(']')) break;
     c.consume(',');
