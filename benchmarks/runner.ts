@@ -74,6 +74,10 @@ const fullGc: (() => void) | undefined = (() => {
   }
 })();
 
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 /**
  * Collects garbage, then waits (up to 2 s) until this process is quiet: less
  * than 10% of a core of its own CPU time over 100 ms. A previous row's leftovers
@@ -85,7 +89,7 @@ export async function settle(): Promise<void> {
   fullGc?.();
   for (let i = 0; i < 20; i++) {
     const before = process.cpuUsage();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     const used = process.cpuUsage(before);
     if (used.user + used.system < 10_000) return;
   }
@@ -103,48 +107,66 @@ async function warmUp(p: Prepared, opts: TimingOptions, rss: RssTracker): Promis
   } while (performance.now() < warmEnd && n < 1000);
 }
 
+/**
+ * The timed calls of one implementation: when it has enough (`repeat` calls
+ * and `minTime` seconds, or MAX_SAMPLES, or the wall-clock limit; for slow
+ * calls, 3 calls once ten times min-time is spent), and the Measurement.
+ */
+class TimedCalls {
+  readonly samples: number[] = [];
+  total = 0;
+  output: Float32Array | undefined;
+
+  constructor(
+    private readonly p: Prepared,
+    private readonly opts: TimingOptions,
+    private readonly wallEnd: number,
+  ) {}
+
+  done(): boolean {
+    const n = this.samples.length;
+    const { minTime, repeat } = this.opts;
+    const enough = n >= repeat && (this.total >= minTime * 1000 || n >= MAX_SAMPLES || performance.now() >= this.wallEnd);
+    const overBudget = n >= Math.min(3, repeat) && this.total >= 10 * minTime * 1000;
+    return enough || overBudget;
+  }
+
+  async timeOne(): Promise<void> {
+    this.p.beforeRun?.();
+    const t0 = performance.now();
+    const r = this.p.run();
+    this.output = r instanceof Promise ? await r : r;
+    const ms = performance.now() - t0;
+    this.samples.push(ms);
+    this.total += ms;
+  }
+
+  result(rssMb: number): Measurement {
+    return {
+      samples: this.samples,
+      medianMs: median(this.samples),
+      minMs: Math.min(...this.samples),
+      maxMs: Math.max(...this.samples),
+      rssMb,
+      output: this.output!,
+    };
+  }
+}
+
 export async function measure(p: Prepared, opts: TimingOptions): Promise<Measurement> {
   await settle();
   const rss = new RssTracker();
   await warmUp(p, opts, rss);
-
-  const samples: number[] = [];
-  let total = 0;
-  let output: Float32Array | undefined;
-  const wallEnd = performance.now() + 3 * opts.minTime * 1000;
-  const budget = 10 * opts.minTime * 1000;
-  for (;;) {
-    const enough =
-      samples.length >= opts.repeat &&
-      (total >= opts.minTime * 1000 || samples.length >= MAX_SAMPLES || performance.now() >= wallEnd);
-    // Slow calls: stop after 3 once ten times min-time is spent, even below --repeat.
-    const overBudget = samples.length >= Math.min(3, opts.repeat) && total >= budget;
-    if (enough || overBudget) break;
-    p.beforeRun?.();
-    const t0 = performance.now();
-    const r = p.run();
-    output = r instanceof Promise ? await r : r;
-    const ms = performance.now() - t0;
-    samples.push(ms);
-    total += ms;
+  const timed = new TimedCalls(p, opts, performance.now() + 3 * opts.minTime * 1000);
+  while (!timed.done()) {
+    await timed.timeOne();
     rss.sample();
   }
-  return {
-    samples,
-    medianMs: median(samples),
-    minMs: Math.min(...samples),
-    maxMs: Math.max(...samples),
-    rssMb: rss.growthMb(),
-    output: output!,
-  };
+  return timed.result(rss.growthMb());
 }
 
 /** Pause between two bursts: long enough for the last library's pool threads to stop spinning (mhsa: 2 ms). */
 const BURST_GAP_MS = 20;
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /**
  * Times several implementations of one problem in alternating bursts (--interleave):
@@ -166,49 +188,27 @@ export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOp
     await warmUp(p, opts, rss);
     rssMb.push(rss.growthMb());
   }
-  const samples = ps.map((): number[] => []);
-  const totals = ps.map(() => 0);
-  const outputs: (Float32Array | undefined)[] = ps.map(() => undefined);
-  const burstMs = Math.min(500, Math.max(20, (opts.minTime * 1000) / 10));
   const wallEnd = performance.now() + 3 * opts.minTime * 1000 * ps.length;
-  const budget = 10 * opts.minTime * 1000;
-  const finished = (i: number): boolean => {
-    const n = samples[i].length;
-    const enough = n >= opts.repeat && (totals[i] >= opts.minTime * 1000 || n >= MAX_SAMPLES || performance.now() >= wallEnd);
-    return enough || (n >= Math.min(3, opts.repeat) && totals[i] >= budget);
-  };
+  const timed = ps.map((p) => new TimedCalls(p, opts, wallEnd));
+  const burstMs = Math.min(500, Math.max(20, (opts.minTime * 1000) / 10));
   await settle();
-  for (let round = 0; ps.some((_, i) => !finished(i)); round++) {
+  for (let round = 0; timed.some((t) => !t.done()); round++) {
     const order = ps.map((_, i) => i);
     if (round % 2) order.reverse();
     for (const i of order) {
-      if (finished(i)) continue;
-      const p = ps[i];
+      const t = timed[i];
+      if (t.done()) continue;
       await sleep(BURST_GAP_MS);
-      if (samples[i].length === 0 || median(samples[i]) < 20) {
-        p.beforeRun?.();
-        await call(p);
+      if (t.samples.length === 0 || t.total / t.samples.length < 20) {
+        ps[i].beforeRun?.();
+        await call(ps[i]);
       }
       const burstEnd = performance.now() + burstMs;
-      do {
-        p.beforeRun?.();
-        const t0 = performance.now();
-        const r = p.run();
-        outputs[i] = r instanceof Promise ? await r : r;
-        const ms = performance.now() - t0;
-        samples[i].push(ms);
-        totals[i] += ms;
-      } while (performance.now() < burstEnd && samples[i].length < MAX_SAMPLES);
+      do await t.timeOne();
+      while (performance.now() < burstEnd && t.samples.length < MAX_SAMPLES);
     }
   }
-  return ps.map((_, i) => ({
-    samples: samples[i],
-    medianMs: median(samples[i]),
-    minMs: Math.min(...samples[i]),
-    maxMs: Math.max(...samples[i]),
-    rssMb: rssMb[i],
-    output: outputs[i]!,
-  }));
+  return timed.map((t, i) => t.result(rssMb[i]));
 }
 
 /** One untimed call for --check (after beforeRun). */

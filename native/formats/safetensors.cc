@@ -17,9 +17,6 @@ constexpr int kMaxJsonDepth = 256;
 // Received values are quoted in messages up to this many bytes.
 constexpr size_t kMaxQuotedBytes = 96;
 
-// Largest integer a double (and a JS number) holds exactly: 2^53 - 1.
-constexpr double kMaxSafeInteger = 9007199254740991.0;
-
 // Index of the first byte that breaks UTF-8 (overlong forms, surrogates and
 // code points past U+10FFFF included, as a fatal TextDecoder rejects them),
 // or `length` when the text is valid.
@@ -431,7 +428,7 @@ Status parseEntry(const std::string& name, const Span& value, int64_t dataLength
   if (e->elementBytes != 0) {
     // The element count saturates at 2^53 - 1, far beyond any byte count that fits.
     int64_t count = 1;
-    for (const int64_t d : e->shape) count = std::min<int64_t>(mulSat(count, d), int64_t{9007199254740991});
+    for (const int64_t d : e->shape) count = std::min(mulSat(count, d), static_cast<int64_t>(kMaxSafeInteger));
     const int64_t needs = count * e->elementBytes;
     if (needs != e->end - e->begin)
       return Status::rangeError(t + "shape " + shapeToString(e->shape) + " of " + e->dtype + " needs " +

@@ -232,13 +232,16 @@ inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, 
 // so A, the large operand, streams through once.
 void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int mr = kt.mr, nr = kt.nr;
-  const bool rowsOutside = isNarrowDirect(kt, p);
-  for (int64_t outer = rowsOutside ? m0 : n0; outer < (rowsOutside ? m1 : n1); outer += rowsOutside ? mr : nr) {
-    for (int64_t inner = rowsOutside ? n0 : m0; inner < (rowsOutside ? n1 : m1); inner += rowsOutside ? nr : mr) {
-      const int64_t ir = rowsOutside ? outer : inner, jr = rowsOutside ? inner : outer;
-      directTile(kt, p, ir, static_cast<int>(std::min<int64_t>(mr, m1 - ir)), jr,
-                 static_cast<int>(std::min<int64_t>(nr, n1 - jr)));
-    }
+  auto tile = [&](int64_t ir, int64_t jr) {
+    directTile(kt, p, ir, static_cast<int>(std::min<int64_t>(mr, m1 - ir)), jr,
+               static_cast<int>(std::min<int64_t>(nr, n1 - jr)));
+  };
+  if (isNarrowDirect(kt, p)) {
+    for (int64_t ir = m0; ir < m1; ir += mr)
+      for (int64_t jr = n0; jr < n1; jr += nr) tile(ir, jr);
+  } else {
+    for (int64_t jr = n0; jr < n1; jr += nr)
+      for (int64_t ir = m0; ir < m1; ir += mr) tile(ir, jr);
   }
 }
 

@@ -17,6 +17,10 @@ constexpr int kNR = 32;
 
 namespace {
 
+inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
 // R rows of the tile (R = 12 but for the last row tile of an M that is not a
 // multiple of 12): an edge tile runs only the FMAs of its rows, where a full
 // 12-row kernel would compute and discard the rest (7 of 12 rows at M = 197,
@@ -50,8 +54,7 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
     bp += kNR;
   }
   const __m512 va = _mm512_set1_ps(alpha);
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  const __mmask16 m0 = lowLanes(nr), m1 = lowLanes(nr - 16);
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
@@ -84,10 +87,6 @@ void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const fl
 }
 
 namespace {
-
-inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 // R rows x V vectors of 16 columns, read in place: the same FMA schedule as
 // the packed kernel, but the 2 B vectors of step k come from row k of B

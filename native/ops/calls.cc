@@ -123,7 +123,7 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   MHSA_RETURN_IF_ERROR(r.finish());
   for (int t = 0; t < 3 && hasStrides; ++t) {
     const double s = strides[t];
-    if (!(s >= 0 && s <= 9007199254740991.0) || s != static_cast<double>(static_cast<int64_t>(s)))
+    if (!(s >= 0 && s <= kMaxSafeInteger) || s != static_cast<double>(static_cast<int64_t>(s)))
       return Status::rangeError(std::string("attention: the ") + strideNames[t] +
                                 " must be a non-negative safe integer");
     args.seqStride[t] = static_cast<int64_t>(s);

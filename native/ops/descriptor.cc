@@ -6,7 +6,6 @@
 namespace mhsa {
 namespace {
 
-constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
 constexpr double kMaxRank = 32;
 
 }  // namespace

@@ -23,6 +23,9 @@ struct Status {
   static Status rangeError(std::string m) { return {Kind::Range, std::move(m)}; }
 };
 
+// Largest integer a double (and a JS number) holds exactly: 2^53 - 1.
+constexpr double kMaxSafeInteger = 9007199254740991.0;
+
 // Largest element count accepted for one tensor: 2^32 - 1, the most a Node 20
 // Float32Array holds, so count * 4 bytes and every offset fit comfortably in int64.
 constexpr int64_t kMaxElements = (int64_t{1} << 32) - 1;
