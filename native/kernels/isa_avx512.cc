@@ -1,4 +1,6 @@
 // The portable kernels compiled for avx512 (see the build files for its flags).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>

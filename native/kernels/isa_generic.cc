@@ -1,4 +1,6 @@
 // The portable kernels compiled for the baseline target (SSE2 on x86-64, NEON on arm64).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>

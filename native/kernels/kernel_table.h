@@ -53,6 +53,12 @@ struct KernelTable {
   // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);
+
+  // One LayerNorm row (PyTorch's: biased variance, eps inside the root):
+  // y = (x - mean) / sqrt(var + eps) * weight + bias, weight and bias may be
+  // null, y may equal x. Returns false without writing y when its float
+  // moments overflow; the caller then computes the row in float64.
+  bool (*layerNormRow)(const float* x, float* y, int64_t n, const float* weight, const float* bias, float eps);
 };
 
 const KernelTable& kernels();

@@ -4,13 +4,16 @@
 #include <cmath>
 
 #include "../runtime/thread_pool.h"
+#include "kernel_table.h"
 
 namespace mhsa {
 namespace {
 
-void layerNormRow(const float* x, float* y, int64_t dim, const float* weight, const float* bias, float eps) {
-  // Two passes in double: the mean first, then the spread around it, so a
-  // large common offset does not cancel away the variance.
+// The float64 row, for the rows whose float moments overflow (|x| near
+// FLT_MAX) in the ISA kernel (KernelTable::layerNormRow).
+void layerNormRowDouble(const float* x, float* y, int64_t dim, const float* weight, const float* bias, float eps) {
+  // Two passes: the mean first, then the spread around it, so a large common
+  // offset does not cancel away the variance.
   double sum = 0;
   for (int64_t i = 0; i < dim; ++i) sum += x[i];
   const double mean = sum / static_cast<double>(dim);
@@ -35,11 +38,14 @@ void layerNormRow(const float* x, float* y, int64_t dim, const float* weight, co
 void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
                    float eps) {
   if (dim == 0) return;
+  const KernelTable& kt = kernels();
   const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t{1} << 15) / dim);
   const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
   parallelFor(tasks, [&](int64_t t) {
     const int64_t r1 = std::min(rows, (t + 1) * rowsPerTask);
-    for (int64_t r = t * rowsPerTask; r < r1; ++r) layerNormRow(x + r * dim, y + r * dim, dim, weight, bias, eps);
+    for (int64_t r = t * rowsPerTask; r < r1; ++r)
+      if (!kt.layerNormRow(x + r * dim, y + r * dim, dim, weight, bias, eps))
+        layerNormRowDouble(x + r * dim, y + r * dim, dim, weight, bias, eps);
   });
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "../kernels/kernel_table.h"
+#include "../kernels/layernorm.h"
 #include "../runtime/thread_pool.h"
 #include "check.h"
 #include "support.h"
@@ -116,6 +117,55 @@ Status tryMatmul(const std::vector<double>& values, const std::vector<float>& a,
 }
 
 }  // namespace
+
+namespace {
+
+// LayerNorm of each row of x in float64, as PyTorch defines it.
+std::vector<double> layerNormReference(const std::vector<float>& x, int64_t dim, const std::vector<float>& w,
+                                       const std::vector<float>& b, double eps) {
+  std::vector<double> ref(x.size());
+  for (size_t r = 0; r < x.size() / dim; ++r) {
+    const float* row = &x[r * dim];
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < dim; ++c) mean += row[c];
+    mean /= dim;
+    for (int64_t c = 0; c < dim; ++c) var += (row[c] - mean) * (row[c] - mean);
+    var /= dim;
+    for (int64_t c = 0; c < dim; ++c) ref[r * dim + c] = (row[c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
+  }
+  return ref;
+}
+
+}  // namespace
+
+// The float kernel's centering (KernelTable::layerNormRow) against float64 where
+// a plain float mean would fail: a common offset 10^4 times the spread, values
+// whose squares overflow float (the row falls back to float64), in place.
+TEST(layernorm_offsets_overflow_and_in_place) {
+  std::mt19937_64 rng(testSeed() + 78);
+  for (int64_t dim : {1, 3, 17, 197, 1000}) {
+    const auto w = randomFloats(rng, dim, 0.5f, 2.0f), b = randomFloats(rng, dim);
+    for (const float offset : {1e4f, -3e5f, 0.0f}) {
+      for (const float spread : {1.0f, 1e36f}) {
+        if (offset != 0.0f && spread > 1.0f) continue;
+        auto x = randomFloats(rng, 3 * dim, -spread, spread);
+        for (float& v : x) v += offset;
+        const auto ref = layerNormReference(x, dim, w, b, 1e-5);
+        auto out = poisoned(x.size());
+        layerNormRows(x.data(), out.data(), 3, dim, w.data(), b.data(), 1e-5f);
+        const double err = relativeError(out, ref);
+        CHECK_MSG(err < 1e-5, std::string(kernels().name) + " layerNorm dim " + std::to_string(dim) + " offset " +
+                                  std::to_string(offset) + " spread " + std::to_string(spread) + " error " +
+                                  std::to_string(err));
+        layerNormRows(x.data(), x.data(), 3, dim, w.data(), b.data(), 1e-5f);  // in place: the same values
+        CHECK_MSG(x == out, "layerNorm in place differs, dim " + std::to_string(dim));
+      }
+    }
+  }
+  std::vector<float> inf = {1.0f, INFINITY, 2.0f}, one(3, 1.0f), zero(3, 0.0f), y(3, 0.0f);
+  layerNormRows(inf.data(), y.data(), 1, 3, one.data(), zero.data(), 1e-5f);
+  CHECK(std::isnan(y[0]) && std::isnan(y[1]) && std::isnan(y[2]));
+}
 
 TEST(descriptor_and_shape_rejections) {
   const std::vector<float> a(6, 1), b(6, 1);
