@@ -1,5 +1,8 @@
 #include "matmul_op.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "../kernels/gemm_blas.h"
 #include "../runtime/thread_pool.h"
 
@@ -96,10 +99,16 @@ namespace {
 
 // out = beta * c over the whole (broadcast) result, before the products
 // accumulate into it. c may be out itself (then only the scaling remains).
+// Split into row chunks across the pool: a projection's bias fills a whole
+// [tokens, features] output, a pass that on one thread cost as much as a
+// tenth of the GEMM after it at 197 x 768.
 void applyBetaC(const MatmulPlan& plan, const float* c, float* out, float beta) {
   const int64_t m = plan.m, n = plan.n;
   const size_t rank = plan.batch.size();
-  parallelFor(plan.batchCount, [&](int64_t index) {
+  const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(n, 1));
+  const int64_t chunks = (m + rowsPerTask - 1) / rowsPerTask;
+  parallelFor(plan.batchCount * chunks, [&](int64_t task) {
+    const int64_t index = task / chunks, i0 = (task % chunks) * rowsPerTask, i1 = std::min(m, i0 + rowsPerTask);
     int64_t cOff = 0, rem = index;
     for (size_t d = rank; d-- > 0;) {
       cOff += (rem % plan.batch[d]) * plan.cBatchStrides[d];
@@ -107,12 +116,16 @@ void applyBetaC(const MatmulPlan& plan, const float* c, float* out, float beta) 
     }
     const float* cb = c + cOff;
     float* ob = out + index * m * n;
-    for (int64_t i = 0; i < m; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
       const float* cr = cb + i * plan.cRowStride;
       float* orow = ob + i * n;
       if (cr == orow && plan.cColStride == 1) {
         if (beta != 1.0f)
           for (int64_t j = 0; j < n; ++j) orow[j] *= beta;
+      } else if (plan.cColStride == 1 && beta == 1.0f) {
+        std::memcpy(orow, cr, static_cast<size_t>(n) * sizeof(float));
+      } else if (plan.cColStride == 1) {
+        for (int64_t j = 0; j < n; ++j) orow[j] = beta * cr[j];
       } else {
         for (int64_t j = 0; j < n; ++j) orow[j] = beta * cr[j * plan.cColStride];
       }
