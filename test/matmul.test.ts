@@ -247,6 +247,20 @@ describe(`matmul vs float64 reference (seed ${SEED})`, () => {
     ];
   });
 
+  // A bias row with beta 1 is not copied into out first: the GEMM adds it to
+  // each tile it writes at depth 0. Every path of the driver, and depths of
+  // several blocks (the bias must be added exactly once).
+  caseTest('bias [N] with beta 1, on every GEMM path', () => [
+    { M: 17, K: 63, N: 65, cShape: [65], out: 'poisoned' }, // unpacked (small)
+    { M: 1, K: 1000, N: 197, cShape: [197], out: 'poisoned' }, // one row tile, deep
+    { M: 197, K: 1000, N: 65, cShape: [65], out: 'poisoned' }, // packed, three depth blocks, threads
+    { M: 1000, K: 17, N: 63, cShape: [63], out: 'poisoned' }, // narrow: rows split over threads
+    { M: 65, K: 3, N: 1000, cShape: [1, 1000], transposeB: true, out: 'poisoned' },
+    { aBatch: [3], M: 63, K: 197, N: 17, cShape: [17], out: 'poisoned' }, // batch folded into M
+    { aBatch: [2], bBatch: [2], M: 65, K: 65, N: 63, cShape: [63], transposeA: true, out: 'poisoned' }, // one product per entry
+    { M: 197, K: 768, N: 197, cShape: [197], alpha: -0.5, out: 'poisoned' },
+  ]);
+
   caseTest('out provided (poisoned with NaN, guarded)', (rng) => {
     const d = drawMKN(rng, 6);
     return [

@@ -105,11 +105,29 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
   }
 }
 
+namespace {
+
+// c[i][j] += bias[j] over a rows x cols tile the micro-kernel has just
+// written (so it is in L1).
+inline void addBiasTile(float* c, int64_t ldc, int64_t colStride, int rows, int cols, const float* bias) {
+  for (int i = 0; i < rows; ++i) {
+    float* o = c + i * ldc;
+    if (colStride == 1) {
+      for (int j = 0; j < cols; ++j) o[j] += bias[j];
+    } else {
+      for (int j = 0; j < cols; ++j) o[j * colStride] += bias[j];
+    }
+  }
+}
+
+}  // namespace
+
 // Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
 // packed B block (whose sliver t starts at column t * nr of the block).
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
-                     int64_t bDepth, bool accumulate) {
+                     int64_t bDepth, bool accumulate, bool firstStep) {
+  const float* bias = firstStep ? p.bias : nullptr;
   const int mr = kt.mr, nr = kt.nr;
   float tmp[32 * 32];  // a tile for strided outputs; mr * nr <= 32 * 32 for every table
   // The A sliver (mr x kc, the broadcast operand) stays in L1 while the B
@@ -133,15 +151,21 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
           }
         }
       }
+      if (bias) addBiasTile(c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);
     }
   }
 }
 
 namespace {
 
-void zeroOutput(const GemmProblem& p) {
+// The product of an empty depth: out = bias (or 0), or out += bias when accumulating.
+void emptyDepthOutput(const GemmProblem& p) {
   for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t j = 0; j < p.n; ++j) p.out[i * p.outRowStride + j * p.outColStride] = 0.0f;
+    for (int64_t j = 0; j < p.n; ++j) {
+      float& o = p.out[i * p.outRowStride + j * p.outColStride];
+      const float b = p.bias ? p.bias[j] : 0.0f;
+      o = p.accumulate ? o + b : b;
+    }
 }
 
 // How to split an m x n product over `threads`: a grid of tm x tn regions
@@ -191,7 +215,7 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
       bBlock = p.packedB + roundUp(p.n, kt.nr) * pc + jc * kc;
     else
       packB(p.b, pc, kc, jc, nc, kt.nr, bScratch);
-    gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bBlock, kc, accumulate);
+    gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bBlock, kc, accumulate, pc == 0);
   }
 }
 
@@ -223,6 +247,7 @@ inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, 
     kt.microKernelDirect(std::min(kGemmKC, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
                          p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
                          p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
+    if (pc == 0 && p.bias) addBiasTile(p.out + ir * p.outRowStride + jr, p.outRowStride, 1, rows, cols, p.bias + jr);
   }
 }
 
@@ -254,7 +279,7 @@ void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t m0, int64_t
 void gemmSerial(const GemmProblem& p) {
   if (p.m <= 0 || p.n <= 0) return;
   if (p.k <= 0) {
-    if (!p.accumulate) zeroOutput(p);
+    emptyDepthOutput(p);
     return;
   }
   const KernelTable& kt = kernels();

@@ -28,6 +28,11 @@ struct GemmProblem {
   // B already packed by packWholeB (then b is not read): a constant operand
   // such as a weight matrix is packed once and reused by every product.
   const float* packedB = nullptr;
+  // A row of n values added to every row of out (a projection's bias), in the
+  // step that first writes each tile, while the tile is still in L1: a
+  // separate pass filling out with the bias would cost a write of all of out
+  // (and, as out is then read back by the first step, a read). Null: none.
+  const float* bias = nullptr;
 };
 
 // Cache blocking (loop nest ic -> pc -> jc -> ir -> jr, see gemmSerial). The vector
@@ -69,10 +74,11 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 // ap + ir * aDepth and steps aStep floats per k (packed: aDepth = kc, aStep = mr;
 // an A already k-major with row stride 1 needs no packing: aDepth = 1,
 // aStep = its column stride). B's slivers were packed with depth bDepth >= kc.
-// Honors p.alpha and p.out's strides; accumulate adds to what out holds.
+// Honors p.alpha and p.out's strides; accumulate adds to what out holds;
+// firstStep (the block at depth 0) adds p.bias, if any.
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
-                     int64_t bDepth, bool accumulate);
+                     int64_t bDepth, bool accumulate, bool firstStep = false);
 
 // Packs all of a k x n matrix B for the current kernel table: for each
 // kGemmKC block of depth starting at pc, the nr-column slivers of every column

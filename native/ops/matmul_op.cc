@@ -154,8 +154,14 @@ bool allZero(const Shape& s) {
 void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
                float alpha, float beta) {
   if (plan.batchCount == 0 || plan.m == 0 || plan.n == 0) return;
-  const bool accumulate = plan.hasC && beta != 0.0f;
-  if (accumulate) applyBetaC(plan, c, out, beta);
+  bool accumulate = plan.hasC && beta != 0.0f;
+  // A bias row (c of shape [n] or [1, n], beta 1) goes to the GEMM, which adds
+  // it to each tile as it first writes it: no pass over out beforehand. Not
+  // with a system BLAS, which takes c only as out's starting value.
+  const bool biasRow = accumulate && beta == 1.0f && c != out && plan.cRowStride == 0 && plan.cColStride == 1 &&
+                       allZero(plan.cBatchStrides) && systemBlasName() == nullptr;
+  if (accumulate && !biasRow) applyBetaC(plan, c, out, beta);
+  if (biasRow) accumulate = false;
 
   GemmProblem p{};
   p.m = plan.m;
@@ -169,6 +175,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   p.outColStride = 1;
   p.accumulate = accumulate;
   if (plan.bPacked) p.packedB = b;
+  if (biasRow) p.bias = c;
 
   // Batch entry `index` as its own product.
   auto entry = [&](int64_t index) {
