@@ -27,7 +27,7 @@ describe(`prepack (seed ${SEED})`, () => {
   test('plain and transposed packing give the same products as the unpacked matrix', () => {
     const rng = rngFor(SEED, 'square');
     for (let i = 0; i < 12; i++) {
-      const [m, k, n] = [pick(rng, SIZES), pick(rng, [...SIZES, 300, 1000]), pick(rng, SIZES)];
+      const [m, k, n] = [pick(rng, SIZES), pick(rng, [...SIZES, 300, 515, 1000]), pick(rng, SIZES)];
       const transpose = i % 2 === 1;
       const a = t(rng, [m, k]);
       const w = t(rng, transpose ? [n, k] : [k, n]);
@@ -44,9 +44,10 @@ describe(`prepack (seed ${SEED})`, () => {
   });
 
   test('products larger than every cache block (M > MC, N > NC, K > KC), packed and not, transposed', () => {
-    // kGemmMC = 1152, kGemmNC = 512, kGemmKC = 384 (native/kernels/gemm.h)
+    // kGemmMC = 1152, kGemmNC = 512; depths above kGemmKCSingleMax = 768 go in
+    // kGemmKC = 384 steps (native/kernels/gemm.h)
     const rng = rngFor(SEED, 'large');
-    const [m, k, n] = [1201, 515, 1031];
+    const [m, k, n] = [1201, 1031, 1031];
     const a = t(rng, [k, m]); // read transposed
     const w = t(rng, [n, k]);
     const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeA: true, transposeB: true });

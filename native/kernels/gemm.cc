@@ -195,21 +195,22 @@ void packWholeB(const StridedMatrix& b, int64_t k, int64_t n, float* packed) {
   if (k == 0 || n == 0) return;
   const int nr = kernels().nr;
   const int64_t width = roundUp(n, nr);
-  parallelFor(ceilDiv(k, kGemmKC), [&](int64_t t) {
-    const int64_t pc = t * kGemmKC;
-    packB(b, pc, std::min(kGemmKC, k - pc), 0, n, nr, packed + width * pc);
+  const int64_t kcb = gemmDepthBlock(k);
+  parallelFor(ceilDiv(k, kcb), [&](int64_t t) {
+    const int64_t pc = t * kcb;
+    packB(b, pc, std::min(kcb, k - pc), 0, n, nr, packed + width * pc);
   });
 }
 
 namespace {
 
 // One rank-kc update of rows [ic, ic+mc) x columns [n0, n1) against the packed
-// A block ap: packs (or finds prepacked) B in NC-column blocks and runs the
+// A block ap: packs (or finds prepacked) B in ncb-column blocks and runs the
 // macro-kernel on each. bScratch holds one packed B block.
 void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
-                  int64_t n0, int64_t n1, const float* ap, float* bScratch, bool accumulate) {
-  for (int64_t jc = n0; jc < n1; jc += kGemmNC) {
-    const int64_t nc = std::min(kGemmNC, n1 - jc);
+                  int64_t ncb, int64_t n0, int64_t n1, const float* ap, float* bScratch, bool accumulate) {
+  for (int64_t jc = n0; jc < n1; jc += ncb) {
+    const int64_t nc = std::min(ncb, n1 - jc);
     const float* bBlock = bScratch;
     if (p.packedB)
       bBlock = p.packedB + roundUp(p.n, kt.nr) * pc + jc * kc;
@@ -239,12 +240,13 @@ bool gemmDirectApplies(const KernelTable& kt, const GemmProblem& p) {
 }
 
 // One mr x nr tile of the product at (ir, jr), unpacked. Depth goes in
-// kGemmKC steps added into out, exactly as the packed path does, so both paths
-// give the same bits (whichever a shape, a thread count or a prepacked weight
-// selects).
+// gemmDepthBlock steps added into out, exactly as the packed path does, so both
+// paths give the same bits (whichever a shape, a thread count or a prepacked
+// weight selects).
 inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, int rows, int64_t jr, int cols) {
-  for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
-    kt.microKernelDirect(std::min(kGemmKC, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
+  const int64_t kcb = gemmDepthBlock(p.k);
+  for (int64_t pc = 0; pc < p.k; pc += kcb) {
+    kt.microKernelDirect(std::min(kcb, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
                          p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
                          p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
     if (pc == 0 && p.bias) addBiasTile(p.out + ir * p.outRowStride + jr, p.outRowStride, 1, rows, cols, p.bias + jr);
@@ -287,17 +289,18 @@ void gemmSerial(const GemmProblem& p) {
     gemmDirect(kt, p, 0, p.m, 0, p.n);
     return;
   }
-  const int64_t kcMax = std::min(kGemmKC, p.k);
+  const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
+  const int64_t kcMax = std::min(kcb, p.k);
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, kt.mr));
-  const int64_t ncMax = std::min(kGemmNC, roundUp(p.n, kt.nr));
+  const int64_t ncMax = std::min(ncb, roundUp(p.n, kt.nr));
   float* bp = p.packedB ? nullptr : scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
   float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
   for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
     const int64_t mc = std::min(kGemmMC, p.m - ic);
-    for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, p.k - pc);
+    for (int64_t pc = 0; pc < p.k; pc += kcb) {
+      const int64_t kc = std::min(kcb, p.k - pc);
       packA(p.a, ic, mc, pc, kc, kt.mr, ap);
-      updateRegion(kt, p, ic, mc, pc, kc, 0, p.n, ap, bp, p.accumulate || pc > 0);
+      updateRegion(kt, p, ic, mc, pc, kc, ncb, 0, p.n, ap, bp, p.accumulate || pc > 0);
     }
   }
 }
@@ -327,7 +330,8 @@ void gemmParallel(const GemmProblem& p) {
     });
     return;
   }
-  const int64_t kcMax = std::min(kGemmKC, p.k);
+  const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
+  const int64_t kcMax = std::min(kcb, p.k);
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, mr));
   // The A block is packed by all threads together and shared (read from L3);
   // each thread packs its own B blocks into its own scratch (its own L2).
@@ -339,8 +343,8 @@ void gemmParallel(const GemmProblem& p) {
     const int64_t mPer = ceilDiv(ceilDiv(mc, mr), tm) * mr;  // rows per region (whole slivers)
     const int64_t nPer = ceilDiv(ceilDiv(p.n, nr), tn) * nr;  // columns per region
     const int64_t slivers = ceilDiv(mc, mr);
-    for (int64_t pc = 0; pc < p.k; pc += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, p.k - pc);
+    for (int64_t pc = 0; pc < p.k; pc += kcb) {
+      const int64_t kc = std::min(kcb, p.k - pc);
       const int64_t packTasks = std::min<int64_t>(slivers, threads * 4);
       const int64_t perTask = ceilDiv(slivers, packTasks);
       parallelFor(packTasks, [&](int64_t t) {
@@ -355,8 +359,8 @@ void gemmParallel(const GemmProblem& p) {
         if (m0 >= m1 || n0 >= n1) return;
         float* bp = p.packedB ? nullptr
                               : scratchFloats(ScratchSlot::GemmPackB,
-                                              static_cast<size_t>(std::min(kGemmNC, roundUp(n1 - n0, nr)) * kcMax));
-        updateRegion(kt, p, ic + m0, m1 - m0, pc, kc, n0, n1, ap + m0 * kc, bp, p.accumulate || pc > 0);
+                                              static_cast<size_t>(std::min(ncb, roundUp(n1 - n0, nr)) * kcMax));
+        updateRegion(kt, p, ic + m0, m1 - m0, pc, kc, ncb, n0, n1, ap + m0 * kc, bp, p.accumulate || pc > 0);
       });
     }
   }

@@ -42,7 +42,8 @@ struct GemmProblem {
 //  kGemmKC: depth of one rank-kc update. An A sliver (12 x KC = 18 KiB) stays
 //           in L1 while it meets every B sliver of the block; a deeper update
 //           means fewer trips of the C tile through the caches (384 measured
-//           5-25 % faster than 256 on the 768-deep projections).
+//           5-25 % faster than 256 on the 768-deep projections, which now run
+//           as a single update: see kGemmKCSingleMax).
 //  kGemmNC: columns of B packed at once: KC x NC = 768 KiB, resident in L2
 //           (2 MiB per core) while every A sliver of the block streams past it.
 //  kGemmMC: rows of A packed at once: MC x KC = 1.7 MiB, read once per B block
@@ -53,6 +54,26 @@ struct GemmProblem {
 constexpr int64_t kGemmKC = 384;
 constexpr int64_t kGemmMC = 1152;
 constexpr int64_t kGemmNC = 512;
+
+// Depth up to which a product runs as one rank-k update instead of kGemmKC
+// steps: 768, the width of ViT-B and BERT-base. With one update every output
+// tile is written once; with two, the second reads back and rewrites all of
+// out, and on this VM an output the size of a projection's (1.8 MB) has left
+// the caches by then, so that costs a round trip to memory.
+constexpr int64_t kGemmKCSingleMax = 768;
+
+// The depth of each rank-kc update of a product of depth k (the last may be
+// shorter). Packing (packWholeB included) and every driver use it, so the
+// layout of a prepacked B and the order of the sums match everywhere.
+inline int64_t gemmDepthBlock(int64_t k) { return k <= kGemmKCSingleMax ? (k > 0 ? k : 1) : kGemmKC; }
+
+// Columns of B packed at once for updates of depth kc: kGemmNC at kGemmKC, and
+// fewer for deeper updates so the packed B block keeps its L2 footprint
+// (768 KiB); a multiple of 32, so of every micro-kernel's NR.
+inline int64_t gemmColumnBlock(int64_t kc) {
+  const int64_t nc = kGemmKC * kGemmNC / (kc > kGemmKC ? kc : kGemmKC) / 32 * 32;
+  return nc < 32 ? 32 : nc;
+}
 
 struct KernelTable;
 
@@ -81,7 +102,7 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
                      int64_t bDepth, bool accumulate, bool firstStep = false);
 
 // Packs all of a k x n matrix B for the current kernel table: for each
-// kGemmKC block of depth starting at pc, the nr-column slivers of every column
+// gemmDepthBlock(k) block of depth starting at pc, the nr-column slivers of every column
 // at packed + roundUp(n, nr) * pc (the layout gemmSerial/gemmParallel read
 // through GemmProblem::packedB). Writes packedBSize(k, n) floats.
 int64_t packedBSize(int64_t k, int64_t n);
