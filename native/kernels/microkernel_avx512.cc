@@ -103,8 +103,13 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[V];
-    bv[0] = _mm512_maskz_loadu_ps(m0, b);
-    if (V > 1) bv[V - 1] = _mm512_maskz_loadu_ps(m1, b + 16);
+    if (cols == 16 * V) {  // a whole tile: plain loads (a masked load also takes an ALU port)
+      bv[0] = _mm512_loadu_ps(b);
+      if (V > 1) bv[V - 1] = _mm512_loadu_ps(b + 16);
+    } else {
+      bv[0] = _mm512_maskz_loadu_ps(m0, b);
+      if (V > 1) bv[V - 1] = _mm512_maskz_loadu_ps(m1, b + 16);
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
       const __m512 av = _mm512_set1_ps(a[i * lda + k]);
