@@ -108,16 +108,15 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 namespace {
 
 // c[i][j] += bias[j] over a rows x cols tile the micro-kernel has just
-// written (so it is in L1).
-inline void addBiasTile(float* c, int64_t ldc, int64_t colStride, int rows, int cols, const float* bias) {
-  for (int i = 0; i < rows; ++i) {
-    float* o = c + i * ldc;
-    if (colStride == 1) {
-      for (int j = 0; j < cols; ++j) o[j] += bias[j];
-    } else {
-      for (int j = 0; j < cols; ++j) o[j * colStride] += bias[j];
-    }
+// written (so it is in L1); unit column stride through the ISA's kernel.
+inline void addBiasTile(const KernelTable& kt, float* c, int64_t ldc, int64_t colStride, int rows, int cols,
+                        const float* bias) {
+  if (colStride == 1) {
+    kt.addRowToTile(c, ldc, rows, cols, bias);
+    return;
   }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j * colStride] += bias[j];
 }
 
 }  // namespace
@@ -151,7 +150,7 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
           }
         }
       }
-      if (bias) addBiasTile(c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);
+      if (bias) addBiasTile(kt, c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);
     }
   }
 }
@@ -249,7 +248,7 @@ inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, 
     kt.microKernelDirect(std::min(kcb, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
                          p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
                          p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
-    if (pc == 0 && p.bias) addBiasTile(p.out + ir * p.outRowStride + jr, p.outRowStride, 1, rows, cols, p.bias + jr);
+    if (pc == 0 && p.bias) addBiasTile(kt, p.out + ir * p.outRowStride + jr, p.outRowStride, 1, rows, cols, p.bias + jr);
   }
 }
 
