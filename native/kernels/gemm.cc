@@ -139,15 +139,17 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
       const float* bs = bp + jr * bDepth;
       float* c = p.out + (ic + ir) * p.outRowStride + (jc + jr) * p.outColStride;
       if (p.outColStride == 1) {
-        kt.microKernel(kc, as, aStep, bs, c, p.outRowStride, p.alpha, accumulate, rows, cols);
-      } else {
-        kt.microKernel(kc, as, aStep, bs, tmp, nr, p.alpha, false, rows, cols);
-        for (int i = 0; i < rows; ++i) {
-          float* o = c + i * p.outRowStride;
-          for (int j = 0; j < cols; ++j) {
-            float& dst = o[j * p.outColStride];
-            dst = accumulate ? dst + tmp[i * nr + j] : tmp[i * nr + j];
-          }
+        kt.microKernel(kc, as, aStep, bs, c, p.outRowStride, p.alpha, accumulate, rows, cols,
+                       bias ? bias + jc + jr : nullptr);
+        continue;
+      }
+      // A strided output: the tile goes through tmp, the bias after it.
+      kt.microKernel(kc, as, aStep, bs, tmp, nr, p.alpha, false, rows, cols, nullptr);
+      for (int i = 0; i < rows; ++i) {
+        float* o = c + i * p.outRowStride;
+        for (int j = 0; j < cols; ++j) {
+          float& dst = o[j * p.outColStride];
+          dst = accumulate ? dst + tmp[i * nr + j] : tmp[i * nr + j];
         }
       }
       if (bias) addBiasTile(kt, c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);

@@ -20,7 +20,7 @@ inline __m256i laneMask(int n) {
 }  // namespace
 
 void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int mr, int nr) {
+                         float alpha, bool accumulate, int mr, int nr, const float* bias) {
   // Fetch the C tile now so it has arrived by the time the K loop ends.
   for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   __m256 acc[kMR][2];
@@ -45,6 +45,8 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
   const bool full = nr == kNR;
   const __m256i m0 = laneMask(nr < 8 ? nr : 8);
   const __m256i m1 = laneMask(nr > 8 ? nr - 8 : 0);
+  const __m256 bias0 = bias ? _mm256_maskload_ps(bias, m0) : _mm256_setzero_ps();
+  const __m256 bias1 = bias ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps();
   for (int i = 0; i < mr; ++i) {
     float* row = c + i * ldc;
     __m256 r0 = _mm256_mul_ps(acc[i][0], va);
@@ -54,12 +56,20 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
         r0 = _mm256_add_ps(r0, _mm256_loadu_ps(row));
         r1 = _mm256_add_ps(r1, _mm256_loadu_ps(row + 8));
       }
+      if (bias) {
+        r0 = _mm256_add_ps(r0, bias0);
+        r1 = _mm256_add_ps(r1, bias1);
+      }
       _mm256_storeu_ps(row, r0);
       _mm256_storeu_ps(row + 8, r1);
     } else {
       if (accumulate) {
         r0 = _mm256_add_ps(r0, _mm256_maskload_ps(row, m0));
         r1 = _mm256_add_ps(r1, _mm256_maskload_ps(row + 8, m1));
+      }
+      if (bias) {
+        r0 = _mm256_add_ps(r0, bias0);
+        r1 = _mm256_add_ps(r1, bias1);
       }
       _mm256_maskstore_ps(row, m0, r0);
       _mm256_maskstore_ps(row + 8, m1, r1);

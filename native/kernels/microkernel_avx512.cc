@@ -27,7 +27,7 @@ inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
 // 3.4 % of a ViT projection's FMAs). ap still steps by aStep per k.
 template <int R>
 void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
-                bool accumulate, int nr) {
+                bool accumulate, int nr, const float* bias) {
   // Fetch the C tile now so its lines have arrived (from L3 or memory) by the
   // time the K loop ends and the tile is read and written.
   for (int i = 0; i < R; ++i) {
@@ -55,6 +55,9 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
   }
   const __m512 va = _mm512_set1_ps(alpha);
   const __mmask16 m0 = lowLanes(nr), m1 = lowLanes(nr - 16);
+  // The bias row, added last (see KernelTable::microKernel).
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
@@ -63,6 +66,10 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
     if (accumulate) {
       r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, row));
       r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, row + 16));
+    }
+    if (bias) {
+      r0 = _mm512_add_ps(r0, bias0);
+      r1 = _mm512_add_ps(r1, bias1);
     }
     _mm512_mask_storeu_ps(row, m0, r0);
     _mm512_mask_storeu_ps(row + 16, m1, r1);
@@ -74,10 +81,10 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 // ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
 // Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
 void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                            float alpha, bool accumulate, int mr, int nr) {
+                            float alpha, bool accumulate, int mr, int nr, const float* bias) {
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr);
+  case R: return packedTile<R>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias);
     MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
     MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
     MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)

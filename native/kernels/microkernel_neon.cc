@@ -16,17 +16,23 @@ namespace {
 constexpr int kMR = 12;
 constexpr int kNR = 8;
 
-// acc[i][v] * alpha (+ c) into rows < rows, columns < cols of c.
+// acc[i][v] * alpha (+ c) (+ bias) into rows < rows, columns < cols of c.
 inline void storeTile(const float32x4_t (&acc)[kMR][2], float* c, int64_t ldc, float alpha, bool accumulate,
-                      int rows, int cols) {
+                      int rows, int cols, const float* bias = nullptr) {
   const float32x4_t va = vdupq_n_f32(alpha);
   if (cols == kNR) {
+    const float32x4_t bias0 = bias ? vld1q_f32(bias) : vdupq_n_f32(0.0f);
+    const float32x4_t bias1 = bias ? vld1q_f32(bias + 4) : vdupq_n_f32(0.0f);
     for (int i = 0; i < rows; ++i) {
       float* row = c + i * ldc;
       float32x4_t r0 = vmulq_f32(acc[i][0], va), r1 = vmulq_f32(acc[i][1], va);
       if (accumulate) {
         r0 = vaddq_f32(r0, vld1q_f32(row));
         r1 = vaddq_f32(r1, vld1q_f32(row + 4));
+      }
+      if (bias) {
+        r0 = vaddq_f32(r0, bias0);
+        r1 = vaddq_f32(r1, bias1);
       }
       vst1q_f32(row, r0);
       vst1q_f32(row + 4, r1);
@@ -38,7 +44,11 @@ inline void storeTile(const float32x4_t (&acc)[kMR][2], float* c, int64_t ldc, f
     vst1q_f32(tile, vmulq_f32(acc[i][0], va));
     vst1q_f32(tile + 4, vmulq_f32(acc[i][1], va));
     float* row = c + i * ldc;
-    for (int j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + tile[j] : tile[j];
+    for (int j = 0; j < cols; ++j) {
+      float v = accumulate ? row[j] + tile[j] : tile[j];
+      if (bias) v += bias[j];
+      row[j] = v;
+    }
   }
 }
 
@@ -70,7 +80,7 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 }  // namespace
 
 void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int rows, int cols) {
+                         float alpha, bool accumulate, int rows, int cols, const float* bias) {
   float32x4_t acc[kMR][2];
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
   for (int64_t k = 0; k < kc; ++k) {
@@ -86,7 +96,7 @@ void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float
     ap += aStep;
     bp += kNR;
   }
-  storeTile(acc, c, ldc, alpha, accumulate, rows, cols);
+  storeTile(acc, c, ldc, alpha, accumulate, rows, cols, bias);
 }
 
 void microKernelDirect12x8Neon(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,

@@ -25,9 +25,11 @@ namespace {
 inline __m512 exp512(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.33654475f);  // below: exp(x) is denormal, return 0
   const __m512 hi = _mm512_set1_ps(88.3762626647949f);
-  const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);  // a NaN lane becomes lo; fixed below
+  const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);  // false for NaN
+  // vmaxps/vminps return their second operand when either is NaN, so with x
+  // second a NaN passes through the clamp and every step after it (no
+  // separate NaN test and blend).
+  const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
@@ -39,9 +41,7 @@ inline __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  __m512 y = _mm512_scalef_ps(p, n);
-  y = _mm512_mask_mov_ps(y, below, _mm512_setzero_ps());
-  return _mm512_mask_mov_ps(y, nan, x);
+  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), below, _mm512_setzero_ps());
 }
 
 }  // namespace
