@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * A/B of two builds of the addon in one process, for changes smaller than this
+ * host's drift (two processes run minutes apart differ by up to ±30 %).
+ *
+ *   node benchmarks/ab-addons.js A.node B.node block [batch=1] [rounds=40] [burst=5]
+ *   node benchmarks/ab-addons.js A.node B.node attention [heads=12] [tokens=197] [rounds=30] [burst=5]
+ *
+ * Each build gets its own copy of dist/ (so each loads its own addon, with its
+ * own thread pool) in a temporary directory. The two are timed in alternating
+ * bursts, the order swapped every round, each burst after one untimed call
+ * that wakes its pool. Prints p25/p50 of each and the ratio of the medians
+ * (B/A < 1: B is faster), and the largest difference between their outputs
+ * (0 when a change should keep every bit). Give the same build twice, copied
+ * under two names, to see the noise floor: two paths to one file are one
+ * module to dlopen.
+ *
+ * Build an addon to compare with: check the other commit out in a worktree,
+ * `node scripts/build-addon.js` there, copy build/Release/mhsa.node away.
+ */
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
+if (!addonA || !addonB || !['block', 'attention'].includes(kind)) {
+  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention [...]');
+  process.exit(2);
+}
+const root = path.resolve(__dirname, '..');
+const nums = rest.map(Number);
+
+/** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */
+function loadCopy(addon, tag) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `mhsa-ab-${tag}-`));
+  fs.cpSync(path.join(root, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+  process.env.MHSA_ADDON = path.resolve(addon);
+  const m = require(path.join(dir, 'dist', 'lib'));
+  delete process.env.MHSA_ADDON;
+  return { m, dir };
+}
+
+const rnd = (n, s = 1) => Float32Array.from({ length: n }, () => (Math.random() - 0.5) * s);
+
+/** A workload: prepare(m) returns { run(), out } for one loaded copy. */
+function workload() {
+  if (kind === 'block') {
+    const [batch = 1, rounds = 40, burst = 5] = nums;
+    const [T, D, H, dh] = [197, 768, 12, 64];
+    const weights = {
+      qkvWeight: { data: rnd(3 * D * D, 0.05), shape: [3 * D, D] },
+      qkvBias: { data: rnd(3 * D, 0.05), shape: [3 * D] },
+      outWeight: { data: rnd(D * D, 0.05), shape: [D, D] },
+      outBias: { data: rnd(D, 0.05), shape: [D] },
+    };
+    const norm = { weight: { data: new Float32Array(D).fill(1), shape: [D] }, bias: { data: new Float32Array(D), shape: [D] } };
+    const x = { data: rnd(batch * T * D), shape: [batch, T, D] };
+    return {
+      label: `block ViT-B/16 batch ${batch}`,
+      rounds,
+      burst,
+      prepare(m) {
+        const block = new m.MultiHeadSelfAttention({ dim: D, heads: H, dimHead: dh, weights, norm });
+        const out = { data: new Float32Array(batch * T * D), shape: [batch, T, D] };
+        return { out, run: () => block.forward(x, { out }) };
+      },
+    };
+  }
+  const [heads = 12, tokens = 197, rounds = 30, burst = 5] = nums;
+  const shape = [1, heads, tokens, 64];
+  const n = heads * tokens * 64;
+  const q = { data: rnd(n), shape }, k = { data: rnd(n), shape }, v = { data: rnd(n), shape };
+  return {
+    label: `attention B1 H${heads} N${tokens} d64`,
+    rounds,
+    burst,
+    prepare(m) {
+      const out = { data: new Float32Array(n), shape };
+      return { out, run: () => m.attention(q, k, v, { out }) };
+    },
+  };
+}
+
+const w = workload();
+const copies = [loadCopy(addonA, 'a'), loadCopy(addonB, 'b')];
+const sides = copies.map(({ m }) => ({ ...w.prepare(m), times: [] }));
+for (let round = 0; round < w.rounds; round++) {
+  for (const side of round % 2 ? sides : [...sides].reverse()) {
+    side.run();
+    for (let i = 0; i < w.burst; i++) {
+      const t0 = process.hrtime.bigint();
+      side.run();
+      side.times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  }
+}
+const quantile = (a, p) => [...a].sort((x, y) => x - y)[Math.floor(p * (a.length - 1))];
+let maxDiff = 0;
+for (let i = 0; i < sides[0].out.data.length; i++) maxDiff = Math.max(maxDiff, Math.abs(sides[0].out.data[i] - sides[1].out.data[i]));
+const [a, b] = sides.map((s) => ({ p25: quantile(s.times, 0.25), p50: quantile(s.times, 0.5) }));
+console.log(
+  `${w.label}, ${w.rounds} rounds x ${w.burst}: A p25 ${a.p25.toFixed(3)} p50 ${a.p50.toFixed(3)} ms | ` +
+    `B p25 ${b.p25.toFixed(3)} p50 ${b.p50.toFixed(3)} ms | B/A p50 ${(b.p50 / a.p50).toFixed(3)} | max |A-B| ${maxDiff.toExponential(1)}`,
+);
+for (const { dir } of copies) fs.rmSync(dir, { recursive: true, force: true });
