@@ -60,6 +60,24 @@ describe(`prepack (seed ${SEED})`, () => {
     expectClose(matmul(rowMajor, prepack(w, { transpose: true })).data, ref2.data, 1e-5, { seed: SEED, label: 'large, row-major a' });
   });
 
+  test('a short A against a wide packed weight: every fetch-ahead block of columns, with a bias', () => {
+    // With the packed A block under kGemmFetchAheadMaxABytes, a prepacked B goes in
+    // gemmPrepackedColumnBlock blocks (128 columns at depth 768), each fetching the
+    // next (native/kernels/gemm.h): 1000 columns are 7 and a ragged 104 split over the threads.
+    const rng = rngFor(SEED, 'fetch-ahead');
+    const [m, k, n] = [197, 768, 1000];
+    const a = t(rng, [m, k]);
+    const w = t(rng, [n, k]);
+    const bias = t(rng, [n]);
+    const out = { data: poisoned(m * n), shape: [m, n] };
+    matmul(a, prepack(w, { transpose: true }), { c: bias, out });
+    const plain = matmul(a, w, { transposeB: true, c: bias });
+    expectSameProduct(out.data, plain.data, 'fetch-ahead, packed against unpacked');
+    const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeB: true });
+    for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) ref.data[i * n + j] += bias.data[j];
+    expectClose(out.data, ref.data, 1e-5, { seed: SEED, label: 'fetch-ahead' });
+  });
+
   test('batched a against a packed weight, with bias c, alpha and beta', async () => {
     const rng = rngFor(SEED, 'batched');
     const [B, T, K, N] = [3, 65, 197, 63];

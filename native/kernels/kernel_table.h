@@ -17,10 +17,14 @@ struct KernelTable {
   // for i < rows, j < cols (the valid part of an edge tile), rounded as those
   // separate steps in that order (no fused multiply-add in the epilogue, so
   // every path that adds a bias gives the same bits).
+  // prefetch, when not null, names ceil(kc / 8) cache lines (prefetch + 16 t)
+  // to request into L2 while the tile computes, one per 8 k steps: the
+  // macro-kernel spreads the fetch of the next B block over the current
+  // block's tiles (gemmMacroKernel). Never dereferenced; a kernel may ignore it.
   int mr;
   int nr;
   void (*microKernel)(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                      float alpha, bool accumulate, int rows, int cols, const float* bias);
+                      float alpha, bool accumulate, int rows, int cols, const float* bias, const float* prefetch);
 
   // The same tile read straight from row-major operands, for products too
   // small for packing to pay (see gemmDirect): A as a[i * lda + k], B as

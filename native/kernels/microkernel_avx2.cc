@@ -20,7 +20,7 @@ inline __m256i laneMask(int n) {
 }  // namespace
 
 void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int mr, int nr, const float* bias) {
+                         float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
   // Fetch the C tile now so it has arrived by the time the K loop ends.
   for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   __m256 acc[kMR][2];
@@ -29,9 +29,14 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
     acc[i][0] = _mm256_setzero_ps();
     acc[i][1] = _mm256_setzero_ps();
   }
+  const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(bp);
     const __m256 b1 = _mm256_loadu_ps(bp + 8);
+    if ((k & 7) == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
+      next += 16;
+    }
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
       const __m256 a = _mm256_broadcast_ss(ap + i);

@@ -27,7 +27,7 @@ inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
 // 3.4 % of a ViT projection's FMAs). ap still steps by aStep per k.
 template <int R>
 void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
-                bool accumulate, int nr, const float* bias) {
+                bool accumulate, int nr, const float* bias, const float* prefetch) {
   // Fetch the C tile now so its lines have arrived (from L3 or memory) by the
   // time the K loop ends and the tile is read and written.
   for (int i = 0; i < R; ++i) {
@@ -40,10 +40,15 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
     acc[i][0] = _mm512_setzero_ps();
     acc[i][1] = _mm512_setzero_ps();
   }
+  const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(bp);
     const __m512 b1 = _mm512_loadu_ps(bp + 16);
     _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
+    if ((k & 7) == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
+      next += 16;
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
       const __m512 a = _mm512_set1_ps(ap[i]);
@@ -81,10 +86,10 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 // ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
 // Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
 void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                            float alpha, bool accumulate, int mr, int nr, const float* bias) {
+                            float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias);
+  case R: return packedTile<R>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
     MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
     MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
     MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)

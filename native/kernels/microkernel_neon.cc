@@ -80,10 +80,15 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 }  // namespace
 
 void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int rows, int cols, const float* bias) {
+                         float alpha, bool accumulate, int rows, int cols, const float* bias, const float* prefetch) {
   float32x4_t acc[kMR][2];
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+  const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
   for (int64_t k = 0; k < kc; ++k) {
+    if ((k & 7) == 0) {
+      __builtin_prefetch(next, 0, 2);  // PRFM PLDL2KEEP
+      next += 16;
+    }
     const float32x4_t a0 = vld1q_f32(ap), a1 = vld1q_f32(ap + 4), a2 = vld1q_f32(ap + 8);
     const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4);
 #define MHSA_NEON_ROW(i, av, lane)                            \
