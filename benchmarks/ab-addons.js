@@ -6,6 +6,7 @@
  *
  *   node benchmarks/ab-addons.js A.node B.node block [batch=1] [rounds=40] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node attention [heads=12] [tokens=197] [rounds=30] [burst=5]
+ *   node benchmarks/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
  * own thread pool) in a temporary directory. The two are timed in alternating
@@ -24,12 +25,12 @@ const os = require('node:os');
 const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
-if (!addonA || !addonB || !['block', 'attention'].includes(kind)) {
-  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention [...]');
+if (!addonA || !addonB || !['block', 'attention', 'matmul'].includes(kind)) {
+  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|matmul [...]');
   process.exit(2);
 }
 const root = path.resolve(__dirname, '..');
-const nums = rest.map(Number);
+const nums = (kind === 'matmul' ? rest.slice(1) : rest).map(Number);
 
 /** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */
 function loadCopy(addon, tag) {
@@ -65,6 +66,21 @@ function workload() {
         const block = new m.MultiHeadSelfAttention({ dim: D, heads: H, dimHead: dh, weights, norm });
         const out = { data: new Float32Array(batch * T * D), shape: [batch, T, D] };
         return { out, run: () => block.forward(x, { out }) };
+      },
+    };
+  }
+  if (kind === 'matmul') {
+    // A row-major product from JS, B unpacked (packed inside every call).
+    const [M, K, N] = (rest[0] ?? '197,768,2304').split(',').map(Number);
+    const [rounds = 30, burst = 5] = nums;
+    const a = { data: rnd(M * K), shape: [M, K] }, b = { data: rnd(K * N), shape: [K, N] };
+    return {
+      label: `matmul ${M}x${K}x${N}`,
+      rounds,
+      burst,
+      prepare(m) {
+        const out = { data: new Float32Array(M * N), shape: [M, N] };
+        return { out, run: () => m.matmul(a, b, { out }) };
       },
     };
   }
