@@ -21,29 +21,30 @@ inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-// R rows of the tile (R = 12 but for the last row tile of an M that is not a
-// multiple of 12): an edge tile runs only the FMAs of its rows, where a full
-// 12-row kernel would compute and discard the rest (7 of 12 rows at M = 197,
-// 3.4 % of a ViT projection's FMAs). ap still steps by aStep per k.
-template <int R>
+// R rows x V vectors of 16 columns of the tile (R = 12 and V = 2 but for the
+// last row tile of an M that is not a multiple of 12, or a last column sliver
+// of at most 16 columns): an edge tile runs only the FMAs of its rows and
+// vectors, where the full kernel would compute and discard the rest (7 of 12
+// rows at M = 197, 3.4 % of a ViT projection's FMAs; 16 of 32 query columns of
+// the last attention tile at N = 197, 7 % of its Q·Kᵀ FMAs). ap still steps
+// by aStep per k and bp by 32.
+template <int R, int V>
 void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
                 bool accumulate, int nr, const float* bias, const float* prefetch) {
   // Fetch the C tile now so its lines have arrived (from L3 or memory) by the
   // time the K loop ends and the tile is read and written.
   for (int i = 0; i < R; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+    if (V > 1) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
   }
-  __m512 acc[R][2];
+  __m512 acc[R][V];
 #pragma GCC unroll 12
-  for (int i = 0; i < R; ++i) {
-    acc[i][0] = _mm512_setzero_ps();
-    acc[i][1] = _mm512_setzero_ps();
-  }
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
   const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp);
-    const __m512 b1 = _mm512_loadu_ps(bp + 16);
+    __m512 b[V];
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(bp + 16 * v);
     _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
     if ((k & 7) == 0) {
       _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
@@ -52,8 +53,7 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
       const __m512 a = _mm512_set1_ps(ap[i]);
-      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
     ap += aStep;
     bp += kNR;
@@ -61,23 +61,18 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
   const __m512 va = _mm512_set1_ps(alpha);
   const __mmask16 m0 = lowLanes(nr), m1 = lowLanes(nr - 16);
   // The bias row, added last (see KernelTable::microKernel).
-  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
-  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  const __mmask16 mask[2] = {m0, m1};
+  __m512 biasv[V];
+  for (int v = 0; v < V; ++v) biasv[v] = bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
-    __m512 r0 = _mm512_mul_ps(acc[i][0], va);
-    __m512 r1 = _mm512_mul_ps(acc[i][1], va);
-    if (accumulate) {
-      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, row));
-      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, row + 16));
+    for (int v = 0; v < V; ++v) {
+      __m512 r = _mm512_mul_ps(acc[i][v], va);
+      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask[v], row + 16 * v));
+      if (bias) r = _mm512_add_ps(r, biasv[v]);
+      _mm512_mask_storeu_ps(row + 16 * v, mask[v], r);
     }
-    if (bias) {
-      r0 = _mm512_add_ps(r0, bias0);
-      r1 = _mm512_add_ps(r1, bias1);
-    }
-    _mm512_mask_storeu_ps(row, m0, r0);
-    _mm512_mask_storeu_ps(row + 16, m1, r1);
   }
 }
 
@@ -87,9 +82,21 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 // Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
 void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
                             float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
+  // A last sliver of at most 16 columns runs one vector per row.
+  if (nr <= 16) {
+    switch (mr) {
+#define MHSA_PACKED_CASE(R) \
+  case R: return packedTile<R, 1>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+      MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
+      MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
+      MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)
+#undef MHSA_PACKED_CASE
+      default: return;
+    }
+  }
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+  case R: return packedTile<R, 2>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
     MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
     MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
     MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)
