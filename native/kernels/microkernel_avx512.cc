@@ -76,33 +76,31 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
   }
 }
 
-}  // namespace
-
-// ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
-// Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
-void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                            float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
-  // A last sliver of at most 16 columns runs one vector per row.
-  if (nr <= 16) {
-    switch (mr) {
-#define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R, 1>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
-      MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
-      MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
-      MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)
-#undef MHSA_PACKED_CASE
-      default: return;
-    }
-  }
+template <int V>
+void packedRows(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
+                bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R, 2>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+  case R: return packedTile<R, V>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
     MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
     MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
     MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)
 #undef MHSA_PACKED_CASE
     default: return;
   }
+}
+
+}  // namespace
+
+// ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
+// Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
+// A last sliver of at most 16 columns runs one vector per row.
+void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
+                            float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
+  if (nr <= 16)
+    packedRows<1>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, mr, nr, bias, prefetch);
+  else
+    packedRows<2>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, mr, nr, bias, prefetch);
 }
 
 namespace {
