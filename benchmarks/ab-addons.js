@@ -19,6 +19,12 @@
  *
  * Build an addon to compare with: check the other commit out in a worktree,
  * `node scripts/build-addon.js` there, copy build/Release/mhsa.node away.
+ *
+ * Both builds must agree on native/kernels/scratch.h (the ScratchSlot list):
+ * the per-thread scratch of an inline function is one symbol that the dynamic
+ * loader shares between the two libraries (GNU_UNIQUE), so builds that size it
+ * differently corrupt the heap. Both also run the current dist/ (lib/), so a
+ * native entry point only one of them has cannot be compared this way.
  */
 const fs = require('node:fs');
 const os = require('node:os');
