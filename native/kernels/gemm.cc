@@ -153,11 +153,12 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
                      int64_t bDepth, bool accumulate, bool firstStep, const float* next, int64_t nextFloats) {
   const float* bias = firstStep ? p.bias : nullptr;
   const int mr = kt.mr, nr = kt.nr;
-  // Each tile requests ceil(kc / 8) lines of `next` (see KernelTable::microKernel).
+  // Each tile requests ceil(kc / 8) lines of `next` (see KernelTable::microKernel),
+  // while a whole share lies inside it (a partial last share is left to demand).
   const int64_t nextPerTile = ceilDiv(kc, 8) * 16;
   int64_t nextDone = 0;
   auto nextShare = [&]() -> const float* {
-    const float* share = nextDone < nextFloats ? next + nextDone : nullptr;
+    const float* share = nextDone + nextPerTile <= nextFloats ? next + nextDone : nullptr;
     nextDone += nextPerTile;
     return share;
   };

@@ -38,11 +38,19 @@ struct Region {
     for (;;) {
       const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
       if (t >= numTasks) return finishedLast;
-      try {
-        (*fn)(t);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(errorMutex);
-        if (!firstError) firstError = std::current_exception();
+      {
+        // A helper counts as computing only while it runs a task, and stops
+        // counting before the task counts as done: once the caller sees the
+        // region finished, info().activeThreads no longer includes it (CI
+        // once read 1 after every op had settled), and a helper that wakes
+        // after every task was claimed is never counted at all.
+        ComputeScope computing;
+        try {
+          (*fn)(t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(errorMutex);
+          if (!firstError) firstError = std::current_exception();
+        }
       }
       finishedLast = done.fetch_add(1, std::memory_order_acq_rel) + 1 == numTasks;
     }
@@ -175,11 +183,7 @@ class ThreadPool {
         region = region_;  // null if that region already ended
       }
       if (!region) continue;
-      bool finishedLast;
-      {
-        ComputeScope computing;
-        finishedLast = region->work();
-      }
+      const bool finishedLast = region->work();
       if (finishedLast) {
         std::lock_guard<std::mutex> lock(mutex_);
         done_.notify_all();
