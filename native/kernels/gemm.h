@@ -115,7 +115,10 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 // aStep = its column stride). B's slivers were packed with depth bDepth >= kc.
 // Honors p.alpha and p.out's strides; accumulate adds to what out holds;
 // firstStep (the block at depth 0) adds p.bias, if any. The micro-kernels
-// request [next, next + nextFloats) into L2 as they go, an equal share each.
+// request [next, next + nextFloats) into L2 as they go, one whole share of
+// ceil(kc / 8) lines per tile while whole shares fit: all of it when the
+// block has enough row tiles (64 at depth 768 for a 128-column block), the
+// front of it otherwise.
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
                      int64_t bDepth, bool accumulate, bool firstStep = false, const float* next = nullptr,

@@ -29,13 +29,13 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
     acc[i][0] = _mm256_setzero_ps();
     acc[i][1] = _mm256_setzero_ps();
   }
-  const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
+  // With no prefetch, harmless requests for lines of this B sliver (offsets up to 2 (kc - 1) floats).
+  const float* const fetchBase = prefetch ? prefetch : bp;
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(bp);
     const __m256 b1 = _mm256_loadu_ps(bp + 8);
     if ((k & 7) == 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
-      next += 16;
+      _mm_prefetch(reinterpret_cast<const char*>(fetchBase + 16 * (k >> 3)), _MM_HINT_T1);
     }
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {

@@ -41,14 +41,14 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-  const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
+  // With no prefetch, harmless requests for lines of this B sliver (offsets up to 2 (kc - 1) floats).
+  const float* const fetchBase = prefetch ? prefetch : bp;
   for (int64_t k = 0; k < kc; ++k) {
     __m512 b[V];
     for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(bp + 16 * v);
     _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
     if ((k & 7) == 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
-      next += 16;
+      _mm_prefetch(reinterpret_cast<const char*>(fetchBase + 16 * (k >> 3)), _MM_HINT_T1);
     }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {

@@ -83,11 +83,11 @@ void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float
                          float alpha, bool accumulate, int rows, int cols, const float* bias, const float* prefetch) {
   float32x4_t acc[kMR][2];
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
-  const float* next = prefetch ? prefetch : bp;  // with none, a harmless request for a line of B
+  // With no prefetch, harmless requests for lines of this B sliver (offsets up to 2 (kc - 1) floats).
+  const float* const fetchBase = prefetch ? prefetch : bp;
   for (int64_t k = 0; k < kc; ++k) {
     if ((k & 7) == 0) {
-      __builtin_prefetch(next, 0, 2);  // PRFM PLDL2KEEP
-      next += 16;
+      __builtin_prefetch(fetchBase + 16 * (k >> 3), 0, 2);  // PRFM PLDL2KEEP
     }
     const float32x4_t a0 = vld1q_f32(ap), a1 = vld1q_f32(ap + 4), a2 = vld1q_f32(ap + 8);
     const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4);
