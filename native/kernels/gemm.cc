@@ -62,11 +62,7 @@ void packRowMajorB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, i
       for (int64_t j = 0; j < nc; j += 16) __builtin_prefetch(row + kPackBRowsAhead * b.rowStride + j);
     float* d = dst + k * nr;
     int64_t t = 0;
-    if (nr == 32) {
-      for (; t < whole; t += 32) std::memcpy(d + t * kc, row + t, 32 * sizeof(float));  // inlined: a fixed size
-    } else {
-      for (; t < whole; t += nr) std::memcpy(d + t * kc, row + t, static_cast<size_t>(nr) * sizeof(float));
-    }
+    for (; t < whole; t += nr) std::memcpy(d + t * kc, row + t, static_cast<size_t>(nr) * sizeof(float));
     if (t < nc) {  // the last, partial sliver: zero-padded to nr columns
       float* dt = d + t * kc;
       std::memcpy(dt, row + t, static_cast<size_t>(nc - t) * sizeof(float));
