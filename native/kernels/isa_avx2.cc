@@ -7,10 +7,15 @@
 
 #include "kernel_table.h"
 #include "microkernel_avx2.h"
+#include "softmax_avx2.h"
 
 #define MHSA_KERNEL_TABLE_NAME "avx2"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel6x16Avx2
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect6x16Avx2
+#define MHSA_EXP_SUB_COLUMNS ::mhsa::expSubColumnsAvx2
+#define MHSA_ROW_MAX ::mhsa::rowMaxAvx2
+#define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx2
+#define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx2
 #define MHSA_MR 6
 #define MHSA_NR 16
 

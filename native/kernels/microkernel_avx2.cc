@@ -14,17 +14,15 @@
 
 #include <immintrin.h>
 
+#include "avx2_lanes.h"
+
 namespace mhsa {
 
 namespace {
 constexpr int kMR = 6;
 constexpr int kNR = 16;
 
-inline __m256i laneMask(int n) {
-  // Lanes [0, n) set, for n in [0, 8].
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
-}
+using avx2lanes::laneMask;
 
 // The epilogue shared by both kernels: row i of c = alpha * acc[i]
 // (+ c when accumulate) (+ bias), over `cols` columns (plain loads and stores
@@ -35,8 +33,8 @@ inline void storeTile(__m256 (&acc)[R][2], float* c, int64_t ldc, float alpha, b
                       const float* bias) {
   const __m256 va = _mm256_set1_ps(alpha);
   const bool whole = cols >= kNR;
-  const __m256i m0 = laneMask(cols < 8 ? cols : 8);
-  const __m256i m1 = laneMask(cols > 8 ? cols - 8 : 0);
+  const __m256i m0 = laneMask(cols);
+  const __m256i m1 = laneMask(cols - 8);
   auto load = [&](const float* p, __m256i m) { return whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m); };
   const __m256 bias0 = bias ? load(bias, m0) : _mm256_setzero_ps();
   const __m256 bias1 = bias ? load(bias + 8, m1) : _mm256_setzero_ps();
@@ -119,8 +117,8 @@ namespace {
 template <int R, bool Masked>
 void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                 float alpha, bool accumulate, int cols) {
-  const __m256i m0 = laneMask(cols < 8 ? cols : 8);
-  const __m256i m1 = laneMask(cols > 8 ? cols - 8 : 0);
+  const __m256i m0 = laneMask(cols);
+  const __m256i m1 = laneMask(cols - 8);
   __m256 acc[R][2];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) {

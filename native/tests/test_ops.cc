@@ -413,3 +413,45 @@ TEST(exp_sub_columns_accuracy_and_edges) {
   CHECK(edge[3] == 0.0f);
   CHECK(std::isfinite(edge[4]) && edge[4] > 1e38f);
 }
+
+// The row pieces of softmax (kernels().rowMax and expScaledSum, intrinsics on
+// AVX2 and AVX-512): every tail length up to 33 and a long row, the exact
+// maximum, exp within 3 ulp of float64 over the range softmax feeds it, the
+// returned sum, and a sentinel past the end that must stay unwritten.
+TEST(row_max_and_exp_scaled_sum_tails) {
+  const KernelTable& kt = kernels();
+  const float sentinel = -12345.0f;
+  for (int64_t n = 1; n <= 1000; n = n < 33 ? n + 1 : n * 3) {
+    std::vector<float> x(static_cast<size_t>(n) + 1), y(static_cast<size_t>(n) + 1, sentinel);
+    for (int64_t i = 0; i < n; ++i) x[i] = -90.0f + 170.0f * static_cast<float>((i * 7919) % n) / static_cast<float>(n);
+    x[n] = 1e30f;  // past the end: a maximum that must not be seen
+    float want = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) want = std::max(want, x[i]);
+    CHECK_MSG(kt.rowMax(x.data(), n) == want, std::string(kt.name) + ": rowMax n=" + std::to_string(n));
+    // exp itself at scale 1, shift 0 (an exact argument): within 3 ulp. Then
+    // a scaled, shifted row, where forming x * scale - shift may round once
+    // per step (fused or not): an error of |term| * 2^-24 in the argument is up
+    // to |term| ulp of exp.
+    for (const float scale : {1.0f, 1.25f}) {
+      const float shift = scale == 1.0f ? 0.0f : 25.0f;  // arguments up to 85: below exp's overflow
+      std::fill(y.begin(), y.end(), sentinel);
+      const float sum = kt.expScaledSum(x.data(), y.data(), n, scale, shift);
+      double wantSum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double arg = static_cast<double>(x[i]) * scale - shift;
+        wantSum += y[i];
+        if (arg < -87.33654475 - 1e-4) {
+          CHECK(y[i] == 0.0f);
+          continue;
+        }
+        const double ref = std::exp(arg);
+        const double ulps = std::fabs(y[i] - ref) / std::ldexp(1.0, std::ilogb(ref) - 23);
+        const double allowed = 3.0 + (std::fabs(static_cast<double>(x[i]) * scale) + std::fabs(arg)) * (scale != 1.0f);
+        CHECK_MSG(ulps <= allowed, std::string(kt.name) + ": exp(" + std::to_string(arg) + ") off by " +
+                                      std::to_string(ulps) + " ulp, n=" + std::to_string(n));
+      }
+      CHECK_MSG(std::fabs(sum - wantSum) <= 1e-5 * wantSum, std::string(kt.name) + ": sum n=" + std::to_string(n));
+    }
+    CHECK_MSG(y[n] == sentinel, std::string(kt.name) + ": wrote past the end, n=" + std::to_string(n));
+  }
+}

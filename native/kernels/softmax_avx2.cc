@@ -1,0 +1,170 @@
+// Softmax and attention's exp passes with AVX2 intrinsics. GCC 12 leaves the
+// portable loops (portable_kernels.inc) scalar under -mavx2: expApprox's
+// float-to-int conversion and selects, and the max reductions written with
+// `?:`, defeat its vectorizer, so softmax ran at 2 GB/s (a tenth of this
+// machine's read bandwidth) and attention's exp dominated its tiles.
+//
+// Same algorithm and constants as expApprox and the AVX-512 exp512:
+// x = n·ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r), then the
+// result scaled by 2^n. AVX2 has no vscalefps, and 2^n for n in [-126, 128] is
+// not always a normal float, so the scale is applied as two exact powers of
+// two, 2^(n>>1) then 2^(n - (n>>1)): the first product is exact, and the
+// second rounds once, as vscalefps would (results near the denormal range and
+// near FLT_MAX come out right). Compiled with -mavx2 -mfma only.
+#include "softmax_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "avx2_lanes.h"
+
+namespace mhsa {
+
+namespace {
+
+using avx2lanes::laneMask;
+
+// 2^e for integer lanes e in [-126, 127], built in the exponent bits.
+inline __m256 powerOfTwo(__m256i e) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+}
+
+inline __m256 exp256(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654475f);  // below: exp(x) is denormal, return 0
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);  // false for NaN
+  // vmaxps/vminps return their second operand when either is NaN, so with x
+  // second a NaN passes through the clamp and the polynomial (p is NaN, and
+  // whatever the NaN makes of the integer scale, NaN times it is NaN).
+  const __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, powerOfTwo(half)), powerOfTwo(_mm256_sub_epi32(ni, half)));
+  return _mm256_andnot_ps(below, y);
+}
+
+inline float horizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+inline float horizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace
+
+// s[j][i] = exp(s[j][i] - shift[i]); sum[i] += s[j][i], for j < rows, i < cols.
+// Eight columns at a time, down all rows, so each column's shift and sum stay
+// in registers and every lane adds its terms in row order.
+void expSubColumnsAvx2(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum) {
+  for (int64_t i = 0; i < cols; i += 8) {
+    float* column = s + i;
+    if (cols - i >= 8) {
+      const __m256 sh = _mm256_loadu_ps(shift + i);
+      __m256 acc = _mm256_loadu_ps(sum + i);
+      for (int64_t j = 0; j < rows; ++j) {
+        float* row = column + j * ld;
+        const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row), sh));
+        _mm256_storeu_ps(row, e);
+        acc = _mm256_add_ps(acc, e);
+      }
+      _mm256_storeu_ps(sum + i, acc);
+      continue;
+    }
+    // The last, partial group: lanes past cols are neither read nor written
+    // (the masked-off lanes of acc stay 0 and are not stored).
+    const __m256i m = laneMask(cols - i);
+    const __m256 sh = _mm256_maskload_ps(shift + i, m);
+    __m256 acc = _mm256_maskload_ps(sum + i, m);
+    for (int64_t j = 0; j < rows; ++j) {
+      float* row = column + j * ld;
+      const __m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(row, m), sh));
+      _mm256_maskstore_ps(row, m, e);
+      acc = _mm256_add_ps(acc, e);
+    }
+    _mm256_maskstore_ps(sum + i, m, acc);
+  }
+}
+
+// Largest of x[0..n): four independent maxima so the loop is not bound by
+// the latency of one chain; the tail's missing lanes read as -inf.
+float rowMaxAvx2(const float* x, int64_t n) {
+  const __m256 negInf = _mm256_set1_ps(-__builtin_inff());
+  __m256 m0 = negInf, m1 = negInf, m2 = negInf, m3 = negInf;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    m2 = _mm256_max_ps(m2, _mm256_loadu_ps(x + i + 16));
+    m3 = _mm256_max_ps(m3, _mm256_loadu_ps(x + i + 24));
+  }
+  for (; i < n; i += 8) {
+    const __m256i m = laneMask(n - i);
+    m0 = _mm256_max_ps(m0, _mm256_blendv_ps(negInf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
+  }
+  return horizontalMax(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+}
+
+// y[i] = exp(x[i] * scale - shift); returns the sum of the y[i]. Two sums
+// (even and odd vectors) halve the add chain; y may equal x.
+float expScaledSumAvx2(const float* x, float* y, int64_t n, float scale, float shift) {
+  const __m256 vs = _mm256_set1_ps(scale), vshift = _mm256_set1_ps(shift);
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), vshift));
+    const __m256 e1 = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vs), vshift));
+    _mm256_storeu_ps(y + i, e0);
+    _mm256_storeu_ps(y + i + 8, e1);
+    s0 = _mm256_add_ps(s0, e0);
+    s1 = _mm256_add_ps(s1, e1);
+  }
+  for (; i < n; i += 8) {
+    const __m256i m = laneMask(n - i);
+    // Masked-off lanes load 0 and give exp(-shift): they are not stored, and
+    // the and-mask keeps them out of the sum.
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), vs), vshift));
+    _mm256_maskstore_ps(y + i, m, e);
+    s0 = _mm256_add_ps(s0, _mm256_and_ps(e, _mm256_castsi256_ps(m)));
+  }
+  return horizontalSum(_mm256_add_ps(s0, s1));
+}
+
+// y[i] = x[i] * s with non-temporal stores for the 32-byte-aligned body (see
+// scaleStreamAvx512: a large softmax's output is not read again soon, and
+// streaming it skips the read-for-ownership of each cold line). Ends with
+// sfence so the stores are visible before the pool reports the task done.
+void scaleStreamAvx2(const float* x, float* y, int64_t n, float s) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  const int64_t head = static_cast<int64_t>((32 - reinterpret_cast<uintptr_t>(y) % 32) % 32);
+  if (head % 4 != 0) {  // y not even float-aligned: plain stores throughout
+    for (; i < n; ++i) y[i] = x[i] * s;
+    return;
+  }
+  for (; i < std::min<int64_t>(n, head / 4); ++i) y[i] = x[i] * s;
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+  for (; i < n; ++i) y[i] = x[i] * s;
+  _mm_sfence();
+}
+
+}  // namespace mhsa
