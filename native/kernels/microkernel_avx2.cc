@@ -19,7 +19,6 @@
 namespace mhsa {
 
 namespace {
-constexpr int kMR = 6;
 constexpr int kNR = 16;
 
 using avx2lanes::laneMask;
