@@ -77,31 +77,27 @@ inline float horizontalSum(__m256 v) {
 // in registers and every lane adds its terms in row order.
 void expSubColumnsAvx2(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum) {
   for (int64_t i = 0; i < cols; i += 8) {
-    float* column = s + i;
-    if (cols - i >= 8) {
-      const __m256 sh = _mm256_loadu_ps(shift + i);
-      __m256 acc = _mm256_loadu_ps(sum + i);
-      for (int64_t j = 0; j < rows; ++j) {
-        float* row = column + j * ld;
-        const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row), sh));
-        _mm256_storeu_ps(row, e);
-        acc = _mm256_add_ps(acc, e);
-      }
-      _mm256_storeu_ps(sum + i, acc);
-      continue;
-    }
-    // The last, partial group: lanes past cols are neither read nor written
-    // (the masked-off lanes of acc stay 0 and are not stored).
+    // A last, partial group goes through lane masks: lanes past cols are
+    // neither read nor written (their acc lanes stay 0 and are not stored).
+    // Whole groups use plain loads and stores (a masked store is slow on AMD).
+    const bool whole = cols - i >= 8;
     const __m256i m = laneMask(cols - i);
-    const __m256 sh = _mm256_maskload_ps(shift + i, m);
-    __m256 acc = _mm256_maskload_ps(sum + i, m);
+    auto load = [&](const float* p) { return whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m); };
+    auto store = [&](float* p, __m256 v) {
+      if (whole)
+        _mm256_storeu_ps(p, v);
+      else
+        _mm256_maskstore_ps(p, m, v);
+    };
+    const __m256 sh = load(shift + i);
+    __m256 acc = load(sum + i);
     for (int64_t j = 0; j < rows; ++j) {
-      float* row = column + j * ld;
-      const __m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(row, m), sh));
-      _mm256_maskstore_ps(row, m, e);
+      float* row = s + j * ld + i;
+      const __m256 e = exp256(_mm256_sub_ps(load(row), sh));
+      store(row, e);
       acc = _mm256_add_ps(acc, e);
     }
-    _mm256_maskstore_ps(sum + i, m, acc);
+    store(sum + i, acc);
   }
 }
 
