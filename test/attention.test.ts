@@ -45,6 +45,8 @@ interface AttnSpec {
   maskInfProb?: number;
   /** Rows (of the mask's own second-to-last dim) filled with -Infinity: fully blocked rows. */
   maskBlockedRows?: number[];
+  /** The "masked" value used in place of -Infinity above (e.g. torch.finfo(float32).min). */
+  maskFill?: number;
   /** Key padding: as a bare Uint8Array or as a {data, shape} tensor. */
   padding?: 'u8' | 'tensor';
   /** Batches whose keys are all padded. */
@@ -135,12 +137,13 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
   let mask: Float32Array | undefined;
   if (s.maskShape) {
     const p = s.maskInfProb ?? 0.15;
-    mask = randomFloat32(rng, numel(s.maskShape)).map((x) => (rng() < p ? -Infinity : 2 * x));
+    const fill = s.maskFill ?? -Infinity;
+    mask = randomFloat32(rng, numel(s.maskShape)).map((x) => (rng() < p ? fill : 2 * x));
     if (s.maskBlockedRows) {
       const cols = s.maskShape[s.maskShape.length - 1];
       const rows = s.maskShape.length >= 2 ? s.maskShape[s.maskShape.length - 2] : 1;
       for (let r = 0; r < mask.length / cols; r++) {
-        if (s.maskBlockedRows.includes(r % rows)) mask.fill(-Infinity, r * cols, (r + 1) * cols);
+        if (s.maskBlockedRows.includes(r % rows)) mask.fill(fill, r * cols, (r + 1) * cols);
       }
     }
     opts.mask = { data: guardedCopy(rng, mask), shape: s.maskShape };
@@ -369,6 +372,16 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
       { layout, B: 1, H: 2, Sq: 3, Skv: 17, D: 17, padding: 'tensor', paddedBatches: [0], out: 'poisoned' },
       // causal + padding + mask together
       { layout, B: 2, H: 2, Sq: 17, Skv: 17, D: 17, causal: true, padding: 'u8', maskShape: [1, 2, 17, 17], maskInfProb: 0.4, returnWeights: true },
+    ]),
+  );
+
+  // PyTorch-converted models often mask with torch.finfo(float32).min, not -Infinity.
+  // Such keys get no weight, but a row masked entirely with it is uniform over its
+  // keys (as in PyTorch), not zero; the kernel's base-2 logits must not overflow it.
+  caseTest('a finite mask value (-FLT_MAX) blocks keys, and rows filled with it are uniform', () =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 2, Sq: 17, Skv: 65, D: 17, maskShape: [17, 65], maskFill: -3.4028234663852886e38, maskInfProb: 0.3, maskBlockedRows: [0, 16], returnWeights: true },
+      { layout, B: 1, H: 2, Sq: 65, Skv: 197, D: 63, maskShape: [1, 1, 65, 197], maskFill: -3.4028234663852886e38, maskBlockedRows: [3] },
     ]),
   );
 

@@ -24,11 +24,25 @@ namespace mhsa {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// The tiled path works in base 2: log2(e) is folded into the scale of S^T
+// (and into an additive mask as it is added), so the column softmax computes
+// 2^(s - max), the same value as exp of the unscaled logits, without a
+// multiply and a two-part ln2 reduction per score (kt.exp2SubColumns).
+constexpr float kLog2e = 1.44269504088896341f;
 
 // V is packed in kGemmKC-key blocks and a key block must start on one.
 static_assert(kAttentionKeyBlock % kGemmKC == 0, "key blocks must align with V's packed blocks");
 static_assert(kAttentionKeyBlock % 12 == 0 && kAttentionKeyBlock % 6 == 0 && kAttentionKeyBlock % 4 == 0,
               "key blocks must start on a K sliver for every micro-kernel's MR");
+
+// An additive mask value in base 2. A finite value whose product with log2(e)
+// overflows (torch.finfo(float32).min, a common "masked" value) stays finite,
+// so a row masked entirely with it still gets the uniform weights PyTorch
+// gives it; only -inf means "no weight at all".
+inline float maskToBase2(float m) {
+  const float x = m * kLog2e;
+  return std::isinf(x) && std::isfinite(m) ? std::copysign(std::numeric_limits<float>::max(), m) : x;
+}
 
 inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
@@ -107,7 +121,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   GemmProblem sp{};
   sp.n = R;
   sp.k = p.headDim;
-  sp.alpha = p.scale;
+  sp.alpha = p.scale * kLog2e;
   sp.out = s;
   sp.outRowStride = R;
   sp.outColStride = 1;
@@ -138,7 +152,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + k0 * p.maskStride[3];
       for (int64_t r = 0; r < R; ++r) {
         const float* m = mb + (i0 + r) * p.maskStride[2];
-        for (int64_t j = 0; j < kb; ++j) s[j * R + r] += m[j * p.maskStride[3]];
+        for (int64_t j = 0; j < kb; ++j) s[j * R + r] += maskToBase2(m[j * p.maskStride[3]]);
       }
     }
     if (p.keyPadding) {
@@ -157,15 +171,15 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     bool rescale = false;
     for (int64_t r = 0; r < R; ++r) {
       const float m = std::max(runMax[r], blockMax[r]);
-      // Factor applied to what the accumulator holds so far: exp(old - new).
-      factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp(runMax[r] - m));
+      // Factor applied to what the accumulator holds so far: 2^(old - new).
+      factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp2(runMax[r] - m));
       rescale |= started && factor[r] != 1.0f;
       runMax[r] = m;
       shift[r] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
       runSum[r] *= factor[r];
       blockMax[r] = 0.0f;  // reused as this block's sum
     }
-    kt.expSubColumns(s, kb, R, R, shift, blockMax);
+    kt.exp2SubColumns(s, kb, R, R, shift, blockMax);
     for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
     if (rescale)
       for (int64_t r = 0; r < R; ++r)
@@ -197,7 +211,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       for (int64_t e = 0; e < dv; ++e) o[e * p.outView.dimStride] = a[e] * f;
     }
   }
-  if (wRows) {  // one block: s holds exp(S - max) for every key
+  if (wRows) {  // one block: s holds 2^(S - max) for every key
     for (int64_t r = 0; r < R; ++r) {
       float* w = wRows + r * p.seqKV;
       for (int64_t j = 0; j < keys; ++j) w[j] = s[j * R + r] * factor[r];

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "exp2_poly.h"
 #include "kernel_table.h"
 #include "microkernel_avx512.h"
 #include "softmax_avx512.h"
@@ -12,7 +13,7 @@
 #define MHSA_KERNEL_TABLE_NAME "avx512"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
-#define MHSA_EXP_SUB_COLUMNS ::mhsa::expSubColumnsAvx512
+#define MHSA_EXP2_SUB_COLUMNS ::mhsa::exp2SubColumnsAvx512
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx512
 #define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "exp2_poly.h"
 #include "kernel_table.h"
 
 // On arm64 the baseline includes NEON: the GEMM micro-kernels are hand-written

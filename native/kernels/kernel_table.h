@@ -50,10 +50,12 @@ struct KernelTable {
   // Column-wise softmax pieces for a rows x cols block s (row stride ld), one
   // column per query: vectorized across columns.
   //   colMax:        m[i] = max(m[i], s[j][i]) over rows j
-  //   expSubColumns: s[j][i] = exp(s[j][i] - shift[i]); sum[i] += s[j][i]
+  //   exp2SubColumns: s[j][i] = 2^(s[j][i] - shift[i]); sum[i] += s[j][i]
+  //                   (base 2: attention folds log2(e) into its logits' scale),
+  //                   0 where the argument is below -126 or -inf
   //   scaleColumns:  s[j][i] *= f[i]
   void (*colMax)(const float* s, int64_t rows, int64_t ld, int64_t cols, float* m);
-  void (*expSubColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum);
+  void (*exp2SubColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum);
   void (*scaleColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* f);
 
   // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "avx2_lanes.h"
+#include "exp2_poly.h"
 
 namespace mhsa {
 
@@ -56,6 +57,23 @@ inline __m256 exp256(__m256 x) {
   return _mm256_andnot_ps(below, y);
 }
 
+// 2^x for attention's column softmax (logits pre-scaled by log2(e); the
+// polynomial is kExp2Poly, exp2_poly.h): r = x - round(x) is exact, and 2^n is applied
+// as two exact powers of two as in exp256. Below -126 the result is 0 (-inf
+// too); the clamp keeps n in [-126, 128], and NaN passes through.
+inline __m256 exp2Avx2(__m256 x) {
+  const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);  // false for NaN
+  const __m256 xc = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(_mm256_set1_ps(-126.0f), x));
+  const __m256 n = _mm256_round_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = _mm256_sub_ps(xc, n);
+  __m256 p = _mm256_set1_ps(kExp2Poly[0]);
+  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[t]));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, powerOfTwo(half)), powerOfTwo(_mm256_sub_epi32(ni, half)));
+  return _mm256_andnot_ps(below, y);
+}
+
 inline float horizontalMax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -72,10 +90,10 @@ inline float horizontalSum(__m256 v) {
 
 }  // namespace
 
-// s[j][i] = exp(s[j][i] - shift[i]); sum[i] += s[j][i], for j < rows, i < cols.
+// s[j][i] = 2^(s[j][i] - shift[i]); sum[i] += s[j][i], for j < rows, i < cols.
 // Eight columns at a time, down all rows, so each column's shift and sum stay
 // in registers and every lane adds its terms in row order.
-void expSubColumnsAvx2(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum) {
+void exp2SubColumnsAvx2(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum) {
   for (int64_t i = 0; i < cols; i += 8) {
     // A last, partial group goes through lane masks: lanes past cols are
     // neither read nor written (their acc lanes stay 0 and are not stored).
@@ -93,7 +111,7 @@ void expSubColumnsAvx2(float* s, int64_t rows, int64_t ld, int64_t cols, const f
     __m256 acc = load(sum + i);
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + i;
-      const __m256 e = exp256(_mm256_sub_ps(load(row), sh));
+      const __m256 e = exp2Avx2(_mm256_sub_ps(load(row), sh));
       store(row, e);
       acc = _mm256_add_ps(acc, e);
     }

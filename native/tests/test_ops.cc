@@ -369,49 +369,59 @@ TEST(nested_parallel_for_runs_inline) {
   CHECK(ran.load() == 10);
 }
 
-// The column exp of attention's online softmax (kernels().expSubColumns, an
-// intrinsics version on AVX-512): error against double exp over its whole
-// input range, the zero below the normal range, -inf -> 0, NaN kept, and the
-// column sums. Columns from 1 to 33 wide reach every lane mask.
-TEST(exp_sub_columns_accuracy_and_edges) {
+// The column exp of attention's online softmax (kernels().exp2SubColumns, base
+// 2, with intrinsics on AVX2 and AVX-512): error against double exp2 over its
+// whole input range, the zero below the normal range, -inf -> 0, NaN kept,
+// +inf and overflow, and the column sums. Columns from 1 to 33 wide reach
+// every lane mask.
+TEST(exp2_sub_columns_accuracy_and_edges) {
   const KernelTable& kt = kernels();
   for (int64_t cols : {1, 15, 16, 17, 33}) {
     const int64_t rows = 4001;
     std::vector<float> s(static_cast<size_t>(rows * cols)), shift(static_cast<size_t>(cols)), sum(static_cast<size_t>(cols), 0.5f);
     for (int64_t i = 0; i < cols; ++i) shift[i] = static_cast<float>(i % 3);  // 0, 1, 2
+    // Arguments from -130 to 127.9: below the normal range up to just under overflow.
     for (int64_t j = 0; j < rows; ++j)
-      for (int64_t i = 0; i < cols; ++i) s[j * cols + i] = -90.0f + 170.0f * static_cast<float>(j) / (rows - 1) + shift[i];
+      for (int64_t i = 0; i < cols; ++i) s[j * cols + i] = -130.0f + 257.9f * static_cast<float>(j) / (rows - 1) + shift[i];
     std::vector<float> x = s;
-    kt.expSubColumns(s.data(), rows, cols, cols, shift.data(), sum.data());
+    kt.exp2SubColumns(s.data(), rows, cols, cols, shift.data(), sum.data());
     double worstUlp = 0;
     for (int64_t i = 0; i < cols; ++i) {
       double want = 0.5;
       for (int64_t j = 0; j < rows; ++j) {
         const float arg = x[j * cols + i] - shift[i];
-        const double ref = arg < -87.33654475f ? 0.0 : std::exp(static_cast<double>(arg));
+        const double ref = arg < -126.0f ? 0.0 : std::exp2(static_cast<double>(arg));
         const float got = s[j * cols + i];
         want += got;
         if (ref == 0.0) {
-          CHECK_MSG(got == 0.0f, "exp(" + std::to_string(arg) + ") should be 0, got " + std::to_string(got));
+          CHECK_MSG(got == 0.0f, "exp2(" + std::to_string(arg) + ") should be 0, got " + std::to_string(got));
           continue;
         }
         const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
         worstUlp = std::max(worstUlp, std::fabs(got - ref) / ulp);
       }
-      // The sum adds the column's terms in row order (float); compare with a float64 sum of them.
-      CHECK_MSG(std::fabs(sum[i] - want) <= 1e-4 * want, "column sum " + std::to_string(i));
+      // The sum adds the column's terms in row order (float); compare with a
+      // float64 sum of them. Terms near 2^128 overflow it: then it is +inf.
+      if (want < 1e38)
+        CHECK_MSG(std::fabs(sum[i] - want) <= 1e-4 * want, "column sum " + std::to_string(i));
+      else
+        CHECK_MSG(std::isinf(sum[i]) || std::fabs(sum[i] - want) <= 1e-4 * want, "column sum " + std::to_string(i));
     }
-    CHECK_MSG(worstUlp <= 3.0, std::string(kt.name) + ": exp error " + std::to_string(worstUlp) + " ulp");
+    CHECK_MSG(worstUlp <= 3.0, std::string(kt.name) + ": exp2 error " + std::to_string(worstUlp) + " ulp");
   }
-  std::vector<float> edge = {-INFINITY, NAN, 0.0f, -87.4f, 88.0f};
+  std::vector<float> edge = {-INFINITY, NAN, 0.0f, -126.5f, -126.0f, 127.99f, 128.5f, INFINITY, -1e30f, 1e30f};
   std::vector<float> zero(edge.size(), 0.0f), acc(edge.size(), 0.0f);
-  kt.expSubColumns(edge.data(), 1, static_cast<int64_t>(edge.size()), static_cast<int64_t>(edge.size()), zero.data(),
-                   acc.data());
+  kt.exp2SubColumns(edge.data(), 1, static_cast<int64_t>(edge.size()), static_cast<int64_t>(edge.size()), zero.data(),
+                    acc.data());
   CHECK(edge[0] == 0.0f);
   CHECK(std::isnan(edge[1]));
   CHECK(edge[2] == 1.0f);
   CHECK(edge[3] == 0.0f);
-  CHECK(std::isfinite(edge[4]) && edge[4] > 1e38f);
+  CHECK(edge[4] == std::ldexp(1.0f, -126));
+  CHECK(std::isfinite(edge[5]) && edge[5] > 3.3e38f);
+  CHECK_MSG(std::isinf(edge[6]) && std::isinf(edge[7]) && edge[7] > 0, std::string(kt.name) + ": exp2 overflow");
+  CHECK(edge[8] == 0.0f);
+  CHECK(std::isinf(edge[9]));
 }
 
 // The row pieces of softmax (kernels().rowMax and expScaledSum, intrinsics on
