@@ -108,7 +108,13 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
 
   // mr floats of slack: a partial last sliver of queries reads past R on the last key.
   float* s = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::min(block, keys) * R + kt.mr));
-  float* acc = scratchFloats(ScratchSlot::AttentionAcc, static_cast<size_t>(R * std::max<int64_t>(dv, 1)));
+  // With one key block (no rescaling) and unit-stride output rows, P · V goes
+  // straight into the output rows and is normalized there: no accumulator to
+  // copy out.
+  const bool inPlace = keys <= block && p.outView.dimStride == 1;
+  float* acc = inPlace ? oBase
+                       : scratchFloats(ScratchSlot::AttentionAcc, static_cast<size_t>(R * std::max<int64_t>(dv, 1)));
+  const int64_t accStride = inPlace ? p.outView.seqStride : dv;
   float state[5 * kAttentionQueryTile];
   float* runMax = state;
   float* runSum = state + R;
@@ -130,7 +136,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   op.n = dv;
   op.alpha = 1.0f;
   op.out = acc;
-  op.outRowStride = dv;
+  op.outRowStride = accStride;
   op.outColStride = 1;
 
   bool started = false;  // whether acc holds anything yet (wholly padded blocks are skipped)
@@ -183,7 +189,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
     if (rescale)
       for (int64_t r = 0; r < R; ++r)
-        if (factor[r] != 1.0f) kt.scaleInPlace(acc + r * dv, dv, factor[r]);
+        if (factor[r] != 1.0f) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);
 
     // acc (+)= P · V for the block; P = (S^T)^T is already the micro-kernel's
     // A layout (for each key, the tile's queries are contiguous: step R).
@@ -197,17 +203,18 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     }
     started = true;
   }
-  if (!started) std::fill(acc, acc + R * dv, 0.0f);
+  if (!started)
+    for (int64_t r = 0; r < R; ++r) std::fill(acc + r * accStride, acc + r * accStride + dv, 0.0f);
 
   // Normalize: out = acc / sum (0 for a query that saw no key).
   for (int64_t r = 0; r < R; ++r) factor[r] = runSum[r] > 0.0f ? 1.0f / runSum[r] : 0.0f;
-  for (int64_t r = 0; r < R; ++r) {
-    float* o = oBase + r * p.outView.seqStride;
-    const float* a = acc + r * dv;
-    const float f = factor[r];
-    if (p.outView.dimStride == 1) {
-      for (int64_t e = 0; e < dv; ++e) o[e] = a[e] * f;
-    } else {
+  if (inPlace) {
+    for (int64_t r = 0; r < R; ++r) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);
+  } else {
+    for (int64_t r = 0; r < R; ++r) {
+      float* o = oBase + r * p.outView.seqStride;
+      const float* a = acc + r * dv;
+      const float f = factor[r];
       for (int64_t e = 0; e < dv; ++e) o[e * p.outView.dimStride] = a[e] * f;
     }
   }

@@ -62,6 +62,12 @@ void packRowMajorB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, i
       for (int64_t j = 0; j < nc; j += 16) __builtin_prefetch(row + kPackBRowsAhead * b.rowStride + j);
     float* d = dst + k * nr;
     int64_t t = 0;
+    // A constant size lets the compiler inline the copy (a call to memcpy for
+    // every 128 bytes was 1.6 % of a ViT attention profile).
+    if (nr == 32)
+      for (; t < whole; t += 32) std::memcpy(d + t * kc, row + t, 32 * sizeof(float));
+    else if (nr == 16)
+      for (; t < whole; t += 16) std::memcpy(d + t * kc, row + t, 16 * sizeof(float));
     for (; t < whole; t += nr) std::memcpy(d + t * kc, row + t, static_cast<size_t>(nr) * sizeof(float));
     if (t < nc) {  // the last, partial sliver: zero-padded to nr columns
       float* dt = d + t * kc;
