@@ -36,7 +36,11 @@ export interface AttentionOptions {
   kvHeads?: number;
   /** Query i attends keys j ≤ i + (seqKV − seqQ) (bottom-right aligned). Default false. */
   causal?: boolean;
-  /** Additive float mask broadcastable to [batch, heads, seqQ, seqKV]; −Infinity blocks a key. */
+  /**
+   * Additive float mask broadcastable to [batch, heads, seqQ, seqKV]; −Infinity blocks a key.
+   * A large finite value such as −3.4e38 (`torch.finfo(torch.float32).min`) blocks it too, but
+   * a row masked entirely with it gets uniform weights, as in PyTorch (with −Infinity: zeros).
+   */
   mask?: TensorLike;
   /** Uint8Array of batch·seqKV bytes (or a tensor of shape [batch, seqKV]); nonzero = ignore that key. */
   keyPaddingMask?: Uint8Array | { data: Uint8Array; shape: readonly number[] };

@@ -54,7 +54,11 @@ export interface MultiHeadSelfAttentionConfig {
 export interface MultiHeadSelfAttentionForwardOptions {
   /** Token i attends only tokens j ≤ i. Default false. */
   causal?: boolean;
-  /** Additive float mask broadcastable to [batch, heads, tokens, tokens]; −Infinity blocks a key. */
+  /**
+   * Additive float mask broadcastable to [batch, heads, tokens, tokens]; −Infinity blocks a key.
+   * A large finite value such as −3.4e38 (`torch.finfo(torch.float32).min`) blocks it too, but
+   * a row masked entirely with it gets uniform weights, as in PyTorch (with −Infinity: zeros).
+   */
   mask?: TensorLike;
   /**
    * Keys to ignore: a Uint8Array of batch·tokens bytes (or `{ data, shape: [batch, tokens] }`),
