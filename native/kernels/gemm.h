@@ -137,9 +137,16 @@ void gemmSerial(const GemmProblem& p);
 // The product spread over the thread pool (serial when it is too small to gain).
 void gemmParallel(const GemmProblem& p);
 
-// Floating-point operations below which gemmParallel stays on one thread:
-// a fork/join costs a few microseconds, about what 64^3 takes to compute.
-constexpr double kGemmParallelMinFlops = 4.0 * 1024 * 1024;
+// Floating-point operations below which gemmParallel stays on one thread.
+// Calls in a row find the helpers still spinning (they spin 50 us before they
+// sleep), so a fork/join costs ~1 us there: 64^3 (5 us on one core) split in
+// two measured 0.92x, 96^3 0.78x; 32 x 64 x 64 (half of it) 1.08x, a loss.
+constexpr double kGemmParallelMinFlops = 512.0 * 1024;
+
+// Flops of one product below which a batch of at least `threads` products
+// runs one whole product per task (matmul_op.cc) instead of each product
+// split over the pool.
+constexpr double kGemmBatchPerTaskMaxFlops = 256.0 * 1024 * 1024;
 
 // m * n * k up to which a product of row-major operands skips packing
 // (gemmDirect). Measured on one AVX-512 core (benchmarks/native, RESULTS.md):

@@ -213,7 +213,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
 
   // Many small products (attention-shaped batches): one product per task.
   const double flops = 2.0 * plan.m * plan.n * plan.k;
-  if (plan.batchCount >= numThreads() && flops < 64.0 * kGemmParallelMinFlops) {
+  if (plan.batchCount >= numThreads() && flops < kGemmBatchPerTaskMaxFlops) {
     parallelFor(plan.batchCount, [&](int64_t index) { gemmSerial(entry(index)); });
     return;
   }
