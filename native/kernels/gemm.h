@@ -56,11 +56,14 @@ constexpr int64_t kGemmMC = 1152;
 constexpr int64_t kGemmNC = 512;
 
 // Depth up to which a product runs as one rank-k update instead of kGemmKC
-// steps: 768, the width of ViT-B and BERT-base. With one update every output
-// tile is written once; with two, the second reads back and rewrites all of
-// out, and on this VM an output the size of a projection's (1.8 MB) has left
-// the caches by then, so that costs a round trip to memory.
-constexpr int64_t kGemmKCSingleMax = 768;
+// steps: 1024 (768 is the width of ViT-B and BERT-base). With one update
+// every output tile is written once; with two, the second reads back and
+// rewrites all of out, and on this VM an output the size of a projection's
+// (1.8 MB) has left the caches by then, so that costs a round trip to memory.
+// The A sliver (12 x 1024, 48 KiB) then overflows L1 and streams from L2 with
+// B; one core's speed did not change (1024^3), and two cores gained 4-9 % at
+// 1024^3 from two fewer joins and passes over out (RESULTS.md, entry 57).
+constexpr int64_t kGemmKCSingleMax = 1024;
 
 // The depth of each rank-kc update of a product of depth k (the last may be
 // shorter). Packing (packWholeB included) and every driver use it, so the
