@@ -45,7 +45,8 @@ struct GemmProblem {
 //           5-25 % faster than 256 on the 768-deep projections, which now run
 //           as a single update: see kGemmKCSingleMax).
 //  kGemmNC: columns of B packed at once: KC x NC = 768 KiB, resident in L2
-//           (2 MiB per core) while every A sliver of the block streams past it.
+//           (1 MiB per core on Zen 4; lscpu's "2 MiB" is the total of two)
+//           while every A sliver of the block streams past it.
 //  kGemmMC: rows of A packed at once: MC x KC = 1.7 MiB, read once per B block
 //           (one sliver at a time), so L3 holds it comfortably. B is re-packed
 //           once per A block, so a large MC keeps that copy rare (576 -> 1152
@@ -87,9 +88,12 @@ inline int64_t gemmColumnBlock(int64_t kc) {
 // fit in L2 beside the packed A block (605 KiB for 197 tokens x 768):
 // 384 KiB each, 128 columns at depth 768. Measured on the ViT block, batch 1:
 // 256 columns without the fetch-ahead 1.00, 128 with it 0.93, 96 and 64 with it 0.93.
+// (Those sizes assumed a 2 MiB L2; it is 1 MiB, so A and two B blocks do not
+// all fit. They stand on the measurement: blocks sized for 1 MiB measured
+// 0.978 against a predicted 0.90-0.95, RESULTS.md entries 48 and 58.)
 constexpr int64_t kGemmPrefetchedBlockBytes = 384 * 1024;
 // The largest packed A block (bytes) beside which B blocks are fetched ahead:
-// with two B blocks it stays within the 2 MiB L2 (341 rows at depth 768).
+// with two B blocks it would fit a 2 MiB L2 (341 rows at depth 768); see above.
 constexpr int64_t kGemmFetchAheadMaxABytes = 1024 * 1024;
 inline int64_t gemmPrepackedColumnBlock(int64_t kc) {
   const int64_t nc = kGemmPrefetchedBlockBytes / 4 / (kc > 0 ? kc : 1) / 32 * 32;
