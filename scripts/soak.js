@@ -177,7 +177,7 @@ async function main() {
     for (const mode of ['sync', 'async']) {
       const r = await soakOne(run, mode, args.calls);
       timings.push({ op: name, mode, ...r });
-      // Four decimals: 2000 calls of a small op take a few milliseconds.
+      // Seconds to four decimals: 2000 calls of a small op take a few milliseconds.
       const perCall = ((r.seconds * 1e6) / r.calls).toFixed(2);
       console.log(`${name.padEnd(15)} ${mode.padEnd(6)} ${String(r.calls).padEnd(11)} ${r.seconds.toFixed(4).padStart(8)}   ${perCall.padStart(7)}  ${r.mismatches}`);
     }

@@ -382,6 +382,9 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
     LAYOUTS.flatMap((layout): AttnSpec[] => [
       { layout, B: 2, H: 2, Sq: 17, Skv: 65, D: 17, maskShape: [17, 65], maskFill: -3.4028234663852886e38, maskInfProb: 0.3, maskBlockedRows: [0, 16], returnWeights: true },
       { layout, B: 1, H: 2, Sq: 65, Skv: 197, D: 63, maskShape: [1, 1, 65, 197], maskFill: -3.4028234663852886e38, maskBlockedRows: [3] },
+      // several key blocks (online rescaling), and the decode path (seqQ <= 4)
+      { layout, B: 1, H: 2, Sq: 17, Skv: 1000, D: 17, maskShape: [17, 1000], maskFill: -3.4028234663852886e38, maskInfProb: 0.3, maskBlockedRows: [2] },
+      { layout, B: 2, H: 2, Sq: 3, Skv: 65, D: 17, maskShape: [3, 65], maskFill: -3.4028234663852886e38, maskBlockedRows: [1], returnWeights: true },
     ]),
   );
 

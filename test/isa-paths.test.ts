@@ -43,10 +43,12 @@ function record(label, out, ref) {
 }
 
 // matmul: tails for every vector width, batch broadcast, transposes, bias, accumulate, K = 1000
+// (one rank-k step) and K = 1100 (three steps of kGemmKC: depths above 1024 are split)
 const mm = [
   { label: 'matmul [2,1,63,197] x [3,197,65] + bias[65]', a: [2, 1, 63, 197], b: [3, 197, 65], c: [65], opts: { beta: 0.5, alpha: -1.25 } },
   { label: 'matmul [1000,65]^T x [17,1000]^T', a: [1000, 65], b: [17, 1000], opts: { transposeA: true, transposeB: true } },
   { label: 'matmul [3,17,1000] x [1000,63]', a: [3, 17, 1000], b: [1000, 63], opts: {} },
+  { label: 'matmul [2,33,1100] x [1100,65] + bias[65]', a: [2, 33, 1100], b: [1100, 65], c: [65], opts: {} },
   { label: 'matmul [197,3] x [3,197] out === c', a: [197, 3], b: [3, 197], c: [197, 197], opts: { beta: 0.75 }, accumulate: true },
   { label: 'matmul [1,1] x [1,1]', a: [1, 1], b: [1, 1], opts: {} },
 ];
@@ -179,7 +181,7 @@ describe(`each ISA path against the float64 reference (seed ${SEED})`, () => {
     // MHSA_ISA never raises the level above what the CPU has.
     const expected = ORDER[Math.min(ORDER.indexOf(isa), Math.max(0, ORDER.indexOf(best)))];
     expect(report.isa).toBe(expected);
-    expect(report.results.length).toBe(5 + 4 + 4 + 2);
+    expect(report.results.length).toBe(6 + 4 + 4 + 2);
     const bad = report.results.filter((r) => !(typeof r.err === 'number' && r.err <= TOL));
     if (bad.length > 0) {
       throw new Error(

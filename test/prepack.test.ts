@@ -44,7 +44,7 @@ describe(`prepack (seed ${SEED})`, () => {
   });
 
   test('products larger than every cache block (M > MC, N > NC, K > KC), packed and not, transposed', () => {
-    // kGemmMC = 1152, kGemmNC = 512; depths above kGemmKCSingleMax = 768 go in
+    // kGemmMC = 1152, kGemmNC = 512; depths above kGemmKCSingleMax = 1024 go in
     // kGemmKC = 384 steps (native/kernels/gemm.h)
     const rng = rngFor(SEED, 'large');
     const [m, k, n] = [1201, 1031, 1031];

@@ -38,7 +38,9 @@ static_assert(kAttentionKeyBlock % 12 == 0 && kAttentionKeyBlock % 6 == 0 && kAt
 // An additive mask value in base 2. A finite value whose product with log2(e)
 // overflows (torch.finfo(float32).min, a common "masked" value) stays finite,
 // so a row masked entirely with it still gets the uniform weights PyTorch
-// gives it; only -inf means "no weight at all".
+// gives it; only -inf means "no weight at all". (Finite values beyond
+// ±2.36e38 all become ±FLT_MAX, so a row masked only with two such values no
+// longer tells them apart; PyTorch's masks use one value.)
 inline float maskToBase2(float m) {
   const float x = m * kLog2e;
   return std::isinf(x) && std::isfinite(m) ? std::copysign(std::numeric_limits<float>::max(), m) : x;
@@ -142,7 +144,9 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   GemmProblem sp{};
   sp.n = R;
   sp.k = p.headDim;
-  sp.alpha = p.scale * kLog2e;
+  // Saturated like a mask value: a scale above FLT_MAX / log2(e) would make
+  // alpha infinite (and 0 * inf a NaN for a zero logit).
+  sp.alpha = std::clamp(p.scale * kLog2e, -std::numeric_limits<float>::max(), std::numeric_limits<float>::max());
   sp.out = s;
   sp.outRowStride = R;
   sp.outColStride = 1;

@@ -1,6 +1,7 @@
 #include "gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -30,9 +31,13 @@ void interleave4(const float* src, int64_t lineStride, int64_t kc, float* dst, i
   // hardware prefetchers barely follow: attention's K and Q transposes ran at
   // ~5 GB/s from L3. Request the lines of the call after next (never
   // dereferenced, so reaching past the source is harmless).
+  // Addresses are formed as integers: past the source, pointer arithmetic
+  // would be undefined.
   constexpr int64_t kLinesAhead = 8;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(l0);
   for (int64_t l = kLinesAhead; l < kLinesAhead + 4; ++l)
-    for (int64_t k = 0; k < kc; k += 16) __builtin_prefetch(l0 + l * lineStride + k);
+    for (int64_t k = 0; k < kc; k += 16)
+      __builtin_prefetch(reinterpret_cast<const void*>(base + static_cast<uintptr_t>((l * lineStride + k) * 4)));
   int64_t k = 0;
 #if defined(__SSE2__)
   for (; k + 4 <= kc; k += 4) {

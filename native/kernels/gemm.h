@@ -47,8 +47,9 @@ struct GemmProblem {
 //  kGemmNC: columns of B packed at once: KC x NC = 768 KiB, resident in L2
 //           (1 MiB per core on Zen 4; lscpu's "2 MiB" is the total of two)
 //           while every A sliver of the block streams past it.
-//  kGemmMC: rows of A packed at once: MC x KC = 1.7 MiB, read once per B block
-//           (one sliver at a time), so L3 holds it comfortably. B is re-packed
+//  kGemmMC: rows of A packed at once: MC x KC = 1.7 MiB (4.5 MiB for a single
+//           update of depth 1024), read once per B block (one sliver at a
+//           time), so L3 (32 MiB) holds it comfortably. B is re-packed
 //           once per A block, so a large MC keeps that copy rare (576 -> 1152
 //           halved packing's share of a 1024^3 profile). A multiple of every
 //           micro-kernel's MR (4, 6, 12).

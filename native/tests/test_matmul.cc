@@ -148,9 +148,10 @@ TEST(matmul_alpha_beta_c_and_batches) {
 
 TEST(matmul_prepacked_b_across_cache_blocks) {
   std::mt19937_64 rng(testSeed() + 2);
-  // k > KC (384) and n > NC (512) cross the packed layout's block boundaries.
+  // k > kGemmKCSingleMax (1024; then KC = 384 steps) and n > NC (512) cross the
+  // packed layout's block boundaries.
   runCase({17, 1000, 400, false, false, 1, 0, false, true, 0, 0}, rng);
-  runCase({65, 33, 800, false, true, 1, 0, false, true, 0, 0}, rng);
+  runCase({65, 33, 1100, false, true, 1, 0, false, true, 0, 0}, rng);
   runCase({197, 130, 65, true, false, 1, 1, true, true, 3, 0}, rng);
 }
 
