@@ -127,7 +127,9 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   float* s = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::min(block, keys) * R + kt.mr));
   // With one key block (no rescaling) and unit-stride output rows, P · V goes
   // straight into the output rows and is normalized there: no accumulator to
-  // copy out.
+  // copy out. Over several blocks the compact scratch accumulator is kept:
+  // accumulating and rescaling in the output rows (3 KiB apart in bshd)
+  // measured 1.01x at N2048 and 1.05x at N4096, slower.
   const bool inPlace = keys <= block && p.outView.dimStride == 1;
   float* acc = inPlace ? oBase
                        : scratchFloats(ScratchSlot::AttentionAcc, static_cast<size_t>(R * std::max<int64_t>(dv, 1)));
