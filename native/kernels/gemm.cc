@@ -29,10 +29,9 @@ void interleave4(const float* src, int64_t lineStride, int64_t kc, float* dst, i
   // Callers go 4 lines at a time down a strided source (the heads of a
   // [tokens, heads * dim] tensor are 3 KiB apart for ViT-B), a pattern the
   // hardware prefetchers barely follow: attention's K and Q transposes ran at
-  // ~5 GB/s from L3. Request the lines of the call after next (never
-  // dereferenced, so reaching past the source is harmless).
-  // Addresses are formed as integers: past the source, pointer arithmetic
-  // would be undefined.
+  // ~5 GB/s from L3. Request the lines of the call after next: never
+  // dereferenced, so reaching past the source is harmless, and formed as
+  // integers, since pointer arithmetic past the source would be undefined.
   constexpr int64_t kLinesAhead = 8;
   const uintptr_t base = reinterpret_cast<uintptr_t>(l0);
   for (int64_t l = kLinesAhead; l < kLinesAhead + 4; ++l)
