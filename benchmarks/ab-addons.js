@@ -6,6 +6,7 @@
  *
  *   node benchmarks/ab-addons.js A.node B.node block [batch=1] [rounds=40] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node attention [heads=12] [tokens=197] [rounds=30] [burst=5]
+ *   node benchmarks/ab-addons.js A.node B.node attention-bshd [heads=12] [tokens=197] [rounds=30] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -31,8 +32,8 @@ const os = require('node:os');
 const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
-if (!addonA || !addonB || !['block', 'attention', 'matmul'].includes(kind)) {
-  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|matmul [...]');
+if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul'].includes(kind)) {
+  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|attention-bshd|matmul [...]');
   process.exit(2);
 }
 const root = path.resolve(__dirname, '..');
@@ -90,17 +91,21 @@ function workload() {
       },
     };
   }
+  // 'attention': [batch, heads, seq, dim]; 'attention-bshd': [batch, seq, heads·dim], the layout
+  // the block reads (rows of one head 3 KiB apart).
   const [heads = 12, tokens = 197, rounds = 30, burst = 5] = nums;
-  const shape = [1, heads, tokens, 64];
+  const bshd = kind === 'attention-bshd';
+  const shape = bshd ? [1, tokens, heads * 64] : [1, heads, tokens, 64];
   const n = heads * tokens * 64;
   const q = { data: rnd(n), shape }, k = { data: rnd(n), shape }, v = { data: rnd(n), shape };
   return {
-    label: `attention B1 H${heads} N${tokens} d64`,
+    label: `attention B1 H${heads} N${tokens} d64${bshd ? ' bshd' : ''}`,
     rounds,
     burst,
     prepare(m) {
       const out = { data: new Float32Array(n), shape };
-      return { out, run: () => m.attention(q, k, v, { out }) };
+      const opts = bshd ? { heads, out } : { out };
+      return { out, run: () => m.attention(q, k, v, opts) };
     },
   };
 }

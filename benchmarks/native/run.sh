@@ -2,6 +2,8 @@
 # Builds and runs the native GEMM benchmark (no Node involved) against OpenBLAS
 # when its development files are installed (apt-get install libopenblas-dev).
 # Usage: benchmarks/native/run.sh [min-seconds-per-shape]   (env SHAPES=g_sq1024,g_qkv197 to filter)
+# BENCH=block: the ViT block's stages and attention's layouts instead
+# (block_bench.cc; its argument is the seconds per group of variants).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$root/build-bench"
@@ -12,7 +14,7 @@ avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
 avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
 flags="-O3 -std=c++17 -DMHSA_HAVE_X86_KERNELS -pthread"
 objs=()
-for f in $core benchmarks/native/gemm_bench.cc; do
+for f in $core benchmarks/native/gemm_bench.cc benchmarks/native/block_bench.cc; do
   o="$out/$(basename "$f" .cc).o"; g++ $flags -c "$f" -o "$o" & objs+=("$o")
 done
 for f in $avx2; do o="$out/$(basename "$f" .cc).o"; g++ $flags -mavx2 -mfma -c "$f" -o "$o" & objs+=("$o"); done
@@ -26,5 +28,12 @@ if pkg-config --exists openblas 2>/dev/null; then
   g++ $flags -DMHSA_BENCH_OPENBLAS $(pkg-config --cflags openblas) -c benchmarks/native/gemm_bench.cc -o "$out/gemm_bench.o"
   libs="$(pkg-config --libs openblas)"
 fi
-g++ -pthread "${objs[@]}" $libs -o "$out/gemm_bench"
+# Everything but the two mains, then each main.
+common=()
+for o in "${objs[@]}"; do case "$o" in *_bench.o) ;; *) common+=("$o") ;; esac; done
+if [ "${BENCH:-gemm}" = block ]; then
+  g++ -pthread "${common[@]}" "$out/block_bench.o" -o "$out/block_bench"
+  exec "$out/block_bench" "${1:-5}"
+fi
+g++ -pthread "${common[@]}" "$out/gemm_bench.o" $libs -o "$out/gemm_bench"
 "$out/gemm_bench" "${1:-0.5}"
