@@ -380,14 +380,14 @@ void attentionForward(const AttentionProblem& p) {
   const int64_t headsPerGroup = p.heads / p.kvHeads;
   const int64_t chunks = std::max<int64_t>(1, std::min(tiles * headsPerGroup, ceilDiv(2 * numThreads(), groups)));
   const int64_t tasks = groups * chunks;
-  // Tasks are claimed in order, and the ones running at the same time are
-  // `span` apart (claim c runs task claimOrder[c]): thread-count-many
-  // contiguous runs of tasks, interleaved. Neighbouring heads share every row
-  // of a [batch, seq, heads * dim] tensor (256-byte pieces of each 3 KiB row
-  // for ViT-B), and two cores writing neighbouring pieces at once made
-  // attention on the block's layout ~18 % slower at 2 threads (the lines
-  // around each piece travelled between the cores' caches); a head-major
-  // output never showed it.
+  // Claims are taken in order, so the tasks running at one time are those of
+  // consecutive claims. Claim c runs task claimOrder[c], which deals the tasks
+  // into one contiguous run per thread, interleaved: concurrent tasks are
+  // `span` apart. Neighbouring heads are neighbouring 256-byte pieces of every
+  // 3 KiB row of a [batch, seq, heads * dim] tensor (ViT-B), and two cores
+  // writing them at once made attention on the block's layout ~18 % slower at
+  // 2 threads (presumably the lines at the pieces' edges moving between the
+  // cores' caches); a head-major output never showed it.
   const int64_t threads = numThreads();
   const int64_t span = ceilDiv(tasks, threads);
   std::vector<int64_t> claimOrder;
@@ -401,7 +401,7 @@ void attentionForward(const AttentionProblem& p) {
     const int64_t group = t / chunks, chunk = t % chunks;
     const int64_t b = group / p.kvHeads, g = group % p.kvHeads;
     const PackedKV kv = packKV(p, kt, b, g);
-    // So this thread's next task is likely claim c + threads: its K and V rows
+    // This thread's next claim is likely c + threads: that task's K and V rows
     // are requested a share per query tile of this task.
     const int64_t nextClaim = c + threads;
     const int64_t nextGroup = nextClaim < tasks ? claimOrder[static_cast<size_t>(nextClaim)] / chunks : -1;
