@@ -4,7 +4,7 @@
  * rows of the fused weight, attention over heads, optional output projection,
  * and the attention weights averaged over heads.
  */
-import { refAttention, refLayerNorm, refMatmul } from '../helpers/reference';
+import { absValues, refAttention, refLayerNorm, refMatmul, refMatmulMagnitude } from '../helpers/reference';
 
 export interface RefBlockParams {
   dim: number;
@@ -28,14 +28,19 @@ export interface RefBlockOptions {
   keyPaddingMask?: ArrayLike<number>;
 }
 
-/** The block on x [batch, tokens, dim]: output [batch, tokens, dim] and weights [batch, tokens, tokens]. */
+/**
+ * The block on x [batch, tokens, dim]: output [batch, tokens, dim] and weights [batch, tokens, tokens].
+ * outputMagnitude is the output projection on absolute values, |attention|·|outWeight|ᵀ + |outBias|
+ * (|attention| without one): the size of the terms each output element sums, the scale of its
+ * rounding error when they cancel (see dotProductScale in helpers/random.ts).
+ */
 export function refBlock(
   x: ArrayLike<number>,
   batch: number,
   tokens: number,
   p: RefBlockParams,
   o: RefBlockOptions = {},
-): { output: Float64Array; weights: Float64Array } {
+): { output: Float64Array; weights: Float64Array; outputMagnitude: Float64Array } {
   const inner = p.heads * p.dimHead;
   const rows3 = (width: number) => [batch, tokens, width];
   const y = p.normWeight ? refLayerNorm(x, rows3(p.dim), p.normWeight, p.normBias, p.eps ?? 1e-5) : x;
@@ -57,11 +62,17 @@ export function refBlock(
         ...(p.outBias ? { c: p.outBias, cShape: [p.dim] } : {}),
       }).data
     : attn.output.data;
+  const outputMagnitude = p.outWeight
+    ? refMatmulMagnitude(attn.output.data, rows3(inner), p.outWeight, [p.dim, inner], {
+        transposeB: true,
+        ...(p.outBias ? { c: p.outBias, cShape: [p.dim] } : {}),
+      }).data
+    : absValues(attn.output.data);
   const perBatch = tokens * tokens;
   const weights = new Float64Array(batch * perBatch);
   attn.weights.data.forEach((w, i) => {
     const b = Math.floor(i / (p.heads * perBatch));
     weights[b * perBatch + (i % perBatch)] += w / p.heads;
   });
-  return { output, weights };
+  return { output, weights, outputMagnitude };
 }
