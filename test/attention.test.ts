@@ -309,6 +309,21 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
     ]),
   );
 
+  // With unit-stride rows close together, v's head dim in whole 32-column
+  // slivers and every key in one 768-key block, the tiled path reads K and V
+  // where they lie (native/kernels/attention.cc, readsKVInPlace); one query tile
+  // per task. (A 3-D [B, S, H·D] input with H·D = 3 · 64 spans 197 · 768 bytes
+  // per head, well inside the limit; D = 400 takes two depth blocks.)
+  caseTest('K and V read in place: whole v slivers, keys in one block', (rng) =>
+    (['bhsd', 'bshd', '3d'] as Layout[]).flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 3, Sq: 197, Skv: 197, D: 64, out: 'poisoned' },
+      { layout, B: 1, H: 4, Hkv: 2, Sq: size(rng), Skv: 65, D: 17, Dv: 32, causal: true, maskShape: [4, 1, 65] },
+      { layout, B: 2, H: 2, Sq: 63, Skv: 768, D: 64, Dv: 96, padding: 'tensor', paddedBatches: [1] },
+      { layout, B: 1, H: 2, Sq: 100, Skv: 197, D: 400, Dv: 64, returnWeights: true, out: 'poisoned' },
+      { layout, B: 1, H: 6, Hkv: 1, Sq: 17, Skv: 1, D: 3, Dv: 64, causal: true, maskShape: [1, 6, 17, 1] },
+    ]),
+  );
+
   // Long key ranges exercise the kernel's internal splits: online-softmax key
   // blocks (768 keys) on the tiled path, and a decode row split across threads
   // (parts of >= 512 keys) merged from partial states.

@@ -53,10 +53,41 @@ inline int64_t visibleKeys(const AttentionProblem& p, int64_t i) {
   return p.causal ? std::min(p.seqKV, i + (p.seqKV - p.seqQ) + 1) : p.seqKV;
 }
 
+// K and V of one (batch, kv head) as the tile's products read them: packed,
+// or, when inPlace, their own rows (K's row stride kStride, V's vStride).
 struct PackedKV {
-  const float* k;  // A-format slivers of K (keys x headDim), one block per kGemmKC of headDim
-  const float* v;  // B-format slivers of V (keys x headDimV), one block per kGemmKC of keys
+  const float* k;  // packed: A-format slivers of K (keys x headDim), one block per kGemmKC of headDim
+  const float* v;  // packed: B-format slivers of V (keys x headDimV), one block per kGemmKC of keys
+  bool inPlace = false;
+  int64_t kStride = 0, vStride = 0;
 };
+
+// Whether the tiles read K and V where they lie instead of packed copies.
+// Packing copies each row of K and V once per (batch, kv head) so that every
+// query tile reads it contiguously; with few query tiles per head (3 at
+// N = 197) there is little to amortize, and the copies measured 3-5 % of ViT
+// attention. Read in place, K's rows are the broadcast operand of
+// S^T = K · Q^T (the direct micro-kernel reads A by rows) and V's rows the
+// vector operand of P · V (bStride = V's row stride). That needs unit-stride
+// rows, V in whole column slivers (the micro-kernels read nr columns of every
+// row) and all keys in one block (beyond, many query tiles re-read K and V
+// and the contiguous copies win). The rows of one head must also lie close
+// together: spread over more than kAttentionInPlaceMaxSpan (the 9 KiB rows of
+// a fused [tokens, 3 * 768] projection, 1.8 MB per head at N = 197), reading
+// them in place measured 1-8 % slower than packing.
+bool readsKVInPlace(const AttentionProblem& p, const KernelTable& kt) {
+  if (p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 || p.seqKV > kAttentionKeyBlock) return false;
+  auto spanBytes = [&](const Strided4& x, int64_t width) { return ((p.seqKV - 1) * x.seqStride + width) * 4; };
+  return spanBytes(p.k, p.headDim) <= kAttentionInPlaceMaxSpan && spanBytes(p.v, p.headDimV) <= kAttentionInPlaceMaxSpan;
+}
+
+PackedKV kvInPlace(const AttentionProblem& p, int64_t b, int64_t g) {
+  PackedKV kv{p.k.data + b * p.k.batchStride + g * p.k.headStride, p.v.data + b * p.v.batchStride + g * p.v.headStride};
+  kv.inPlace = true;
+  kv.kStride = p.k.seqStride;
+  kv.vStride = p.v.seqStride;
+  return kv;
+}
 
 PackedKV packKV(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t g) {
   const int64_t keysPadded = roundUp(p.seqKV, kt.mr);
@@ -172,8 +203,18 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     if (p.headDim == 0) std::fill(s, s + kb * R, 0.0f);
     for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC) {
       const int64_t kc = std::min(kGemmKC, p.headDim - pc);
-      gemmMacroKernel(kt, sp, 0, kb, 0, 0, R, kc, kv.k + keysPadded * pc + k0 * kc, kc, kt.mr, qbuf + rPadded * pc,
-                      kc, pc > 0);
+      const float* qBlock = qbuf + rPadded * pc;
+      if (!kv.inPlace) {
+        gemmMacroKernel(kt, sp, 0, kb, 0, 0, R, kc, kv.k + keysPadded * pc + k0 * kc, kc, kt.mr, qBlock, kc, pc > 0);
+        continue;
+      }
+      for (int64_t ir = 0; ir < kb; ir += kt.mr) {
+        const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
+        const float* kRows = kv.k + (k0 + ir) * kv.kStride + pc;
+        for (int64_t jr = 0; jr < R; jr += kt.nr)
+          kt.microKernelDirect(kc, kRows, kv.kStride, qBlock + jr * kc, kt.nr, s + ir * R + jr, R, sp.alpha, pc > 0,
+                               rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)));
+      }
     }
     if (p.mask) {
       const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + k0 * p.maskStride[3];
@@ -214,6 +255,16 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
 
     // acc (+)= P · V for the block; P = (S^T)^T is already the micro-kernel's
     // A layout (for each key, the tile's queries are contiguous: step R).
+    if (kv.inPlace) {
+      for (int64_t ir = 0; ir < R; ir += kt.mr) {
+        const int rows = static_cast<int>(std::min<int64_t>(kt.mr, R - ir));
+        for (int64_t jr = 0; jr < dv; jr += kt.nr)
+          kt.microKernel(kb, s + ir, R, kv.v + k0 * kv.vStride + jr, kv.vStride, acc + ir * accStride + jr, accStride,
+                         1.0f, started, rows, kt.nr, nullptr, nullptr);
+      }
+      started = true;
+      continue;
+    }
     for (int64_t pc = k0; pc < k0 + kb; pc += kGemmKC) {
       const int64_t kc = std::min(kGemmKC, k0 + kb - pc);
       // V's block was packed for all seqKV keys; a causal tile may use fewer.
@@ -371,40 +422,69 @@ void attentionForward(const AttentionProblem& p) {
     return;
   }
 
+  const int64_t tiles = ceilDiv(p.seqQ, kAttentionQueryTile);
+  const int64_t headsPerGroup = p.heads / p.kvHeads;
+  const int64_t threads = numThreads();
+  // Claims are taken in order, so the tasks running at one time are those of
+  // consecutive claims. Claim c runs task order[c], which deals the tasks
+  // into one contiguous run per thread, interleaved: concurrent tasks are
+  // ceil(tasks / threads) apart. Neighbouring heads are neighbouring 256-byte
+  // pieces of every 3 KiB row of a [batch, seq, heads * dim] tensor (ViT-B),
+  // and two cores writing them at once made attention on the block's layout
+  // ~18 % slower at 2 threads (presumably the lines at the pieces' edges
+  // moving between the cores' caches); a head-major output never showed it.
+  auto claimOrder = [threads](int64_t tasks) {
+    const int64_t span = ceilDiv(tasks, threads);
+    std::vector<int64_t> order;
+    order.reserve(static_cast<size_t>(tasks));
+    for (int64_t c = 0; c < span * threads; ++c) {
+      const int64_t t = (c % threads) * span + c / threads;
+      if (t < tasks) order.push_back(t);
+    }
+    return order;
+  };
+
+  if (readsKVInPlace(p, kt)) {
+    // Nothing is packed per (batch, kv head) to share, so a task is one query
+    // tile (finer tasks also shorten the wait for the last one).
+    const int64_t tasks = p.batch * p.heads * tiles;
+    const std::vector<int64_t> order = claimOrder(tasks);
+    parallelFor(tasks, [&](int64_t c) {
+      const int64_t t = order[static_cast<size_t>(c)];
+      const int64_t u = t % tiles, bh = t / tiles;
+      const int64_t h = bh % p.heads, b = bh / p.heads;
+      // This thread's first task on another head is likely claim
+      // c + threads * (tiles - u): its K and V rows are requested a share per tile.
+      const int64_t later = c + threads * (tiles - u);
+      if (later < tasks) {
+        const int64_t bh2 = order[static_cast<size_t>(later)] / tiles;
+        if (bh2 != bh)
+          prefetchKVShare(p, bh2 / p.heads, (bh2 % p.heads) / headsPerGroup, p.seqKV * u / tiles,
+                          p.seqKV * (u + 1) / tiles);
+      }
+      const int64_t i0 = u * kAttentionQueryTile;
+      queryTile(p, kt, kvInPlace(p, b, h / headsPerGroup), b, h, i0, std::min(p.seqQ, i0 + kAttentionQueryTile));
+    });
+    return;
+  }
+
   // Tasks own a (batch, kv head) and pack its K and V once for every query
   // head and tile that reads them. When there are too few for the threads,
   // each (batch, kv head) is split into chunks of query tiles (each chunk
   // packs again), interleaved so causal tiles of every length mix.
-  const int64_t tiles = ceilDiv(p.seqQ, kAttentionQueryTile);
   const int64_t groups = p.batch * p.kvHeads;
-  const int64_t headsPerGroup = p.heads / p.kvHeads;
-  const int64_t chunks = std::max<int64_t>(1, std::min(tiles * headsPerGroup, ceilDiv(2 * numThreads(), groups)));
+  const int64_t chunks = std::max<int64_t>(1, std::min(tiles * headsPerGroup, ceilDiv(2 * threads, groups)));
   const int64_t tasks = groups * chunks;
-  // Claims are taken in order, so the tasks running at one time are those of
-  // consecutive claims. Claim c runs task claimOrder[c], which deals the tasks
-  // into one contiguous run per thread, interleaved: concurrent tasks are
-  // `span` apart. Neighbouring heads are neighbouring 256-byte pieces of every
-  // 3 KiB row of a [batch, seq, heads * dim] tensor (ViT-B), and two cores
-  // writing them at once made attention on the block's layout ~18 % slower at
-  // 2 threads (presumably the lines at the pieces' edges moving between the
-  // cores' caches); a head-major output never showed it.
-  const int64_t threads = numThreads();
-  const int64_t span = ceilDiv(tasks, threads);
-  std::vector<int64_t> claimOrder;
-  claimOrder.reserve(static_cast<size_t>(tasks));
-  for (int64_t c = 0; c < span * threads; ++c) {
-    const int64_t t = (c % threads) * span + c / threads;
-    if (t < tasks) claimOrder.push_back(t);
-  }
+  const std::vector<int64_t> order = claimOrder(tasks);
   parallelFor(tasks, [&](int64_t c) {
-    const int64_t t = claimOrder[static_cast<size_t>(c)];
+    const int64_t t = order[static_cast<size_t>(c)];
     const int64_t group = t / chunks, chunk = t % chunks;
     const int64_t b = group / p.kvHeads, g = group % p.kvHeads;
     const PackedKV kv = packKV(p, kt, b, g);
     // This thread's next claim is likely c + threads: that task's K and V rows
     // are requested a share per query tile of this task.
     const int64_t nextClaim = c + threads;
-    const int64_t nextGroup = nextClaim < tasks ? claimOrder[static_cast<size_t>(nextClaim)] / chunks : -1;
+    const int64_t nextGroup = nextClaim < tasks ? order[static_cast<size_t>(nextClaim)] / chunks : -1;
     const int64_t steps = ceilDiv(tiles * headsPerGroup - chunk, chunks);
     for (int64_t u = chunk, step = 0; u < tiles * headsPerGroup; u += chunks, ++step) {
       const int64_t h = g * headsPerGroup + u / tiles;

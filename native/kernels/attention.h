@@ -40,6 +40,13 @@ constexpr int64_t kAttentionQueryTile = 96;
 // and of every micro-kernel's MR (K is packed in MR-key slivers).
 constexpr int64_t kAttentionKeyBlock = 768;
 
+// Largest distance in bytes between the first and the last element of one
+// head's K (or V) rows for the tiles to read them in place (attention.cc,
+// readsKVInPlace): [batch, heads, seq, 64] rows are 256 bytes apart, the rows
+// of [batch, 197, 12 * 64] span 605 KB, those of a fused [batch, 197, 3 * 768]
+// projection 1.8 MB.
+constexpr int64_t kAttentionInPlaceMaxSpan = 768 * 1024;
+
 // Up to this many queries per head take the decode path: dot products and
 // axpys streaming K and V once, with no packing (a decode step is memory-bound).
 constexpr int64_t kAttentionDecodeMaxQueries = 4;

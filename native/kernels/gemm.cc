@@ -187,12 +187,12 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
       const float* bs = bp + jr * bDepth;
       float* c = p.out + (ic + ir) * p.outRowStride + (jc + jr) * p.outColStride;
       if (p.outColStride == 1) {
-        kt.microKernel(kc, as, aStep, bs, c, p.outRowStride, p.alpha, accumulate, rows, cols,
+        kt.microKernel(kc, as, aStep, bs, nr, c, p.outRowStride, p.alpha, accumulate, rows, cols,
                        bias ? bias + jc + jr : nullptr, nextShare());
         continue;
       }
       // A strided output: the tile goes through tmp, the bias after it.
-      kt.microKernel(kc, as, aStep, bs, tmp, nr, p.alpha, false, rows, cols, nullptr, nextShare());
+      kt.microKernel(kc, as, aStep, bs, nr, tmp, nr, p.alpha, false, rows, cols, nullptr, nextShare());
       for (int i = 0; i < rows; ++i) {
         float* o = c + i * p.outRowStride;
         for (int j = 0; j < cols; ++j) {

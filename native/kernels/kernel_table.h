@@ -11,8 +11,9 @@ struct KernelTable {
 
   // GEMM register tile: the micro-kernel computes an mr x nr block of C from
   // an A sliver stored k-major (ap[k * aStep + i], aStep = mr when packed) and
-  // a B sliver packed k-major (bp[k * nr + j]), both holding full mr / nr
-  // values per k (rows beyond `rows` may hold anything; they are not stored):
+  // a B sliver stored k-major (bp[k * bStride + j], bStride = nr when packed;
+  // attention passes V's rows in place), both holding full mr / nr values per
+  // k (rows beyond `rows` may hold anything; they are not stored):
   //   c[i * ldc + j] = alpha * sum_k ap[k][i] * bp[k][j]  (+ c[...] if accumulate)  (+ bias[j] if bias)
   // for i < rows, j < cols (the valid part of an edge tile), rounded as those
   // separate steps in that order (no fused multiply-add in the epilogue, so
@@ -23,8 +24,9 @@ struct KernelTable {
   // block's tiles (gemmMacroKernel). Never dereferenced; a kernel may ignore it.
   int mr;
   int nr;
-  void (*microKernel)(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                      float alpha, bool accumulate, int rows, int cols, const float* bias, const float* prefetch);
+  void (*microKernel)(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c,
+                      int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias,
+                      const float* prefetch);
 
   // The same tile read straight from row-major operands, for products too
   // small for packing to pay (see gemmDirect): A as a[i * lda + k], B as

@@ -63,8 +63,8 @@ inline void storeTile(__m256 (&acc)[R][2], float* c, int64_t ldc, float alpha, b
 // R rows of the packed tile (R = 6 but for the last row tile of an M that is
 // not a multiple of 6, which then runs only its own rows' FMAs).
 template <int R>
-void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
-                bool accumulate, int cols, const float* bias, const float* prefetch) {
+void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c, int64_t ldc,
+                float alpha, bool accumulate, int cols, const float* bias, const float* prefetch) {
   // Fetch the C tile now so it has arrived by the time the K loop ends.
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
@@ -87,21 +87,22 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
       acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
     }
     ap += aStep;
-    bp += kNR;
+    bp += bStride;
   }
   storeTile<R>(acc, c, ldc, alpha, accumulate, cols, bias);
 }
 
 }  // namespace
 
-// ap: kc x 6 (k-major, 6 rows interleaved, aStep floats per k); bp: kc x 16;
-// c: row stride ldc. Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate)
-// (+ bias[j]) for i < mr, j < nr.
-void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
+// ap: kc x 6 (k-major, 6 rows interleaved, aStep floats per k); bp: kc x 16
+// (bStride floats per k); c: row stride ldc. Writes c[i][j] = alpha*acc
+// (+ c[i][j] when accumulate) (+ bias[j]) for i < mr, j < nr.
+void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c,
+                         int64_t ldc, float alpha, bool accumulate, int mr, int nr, const float* bias,
+                         const float* prefetch) {
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+  case R: return packedTile<R>(kc, ap, aStep, bp, bStride, c, ldc, alpha, accumulate, nr, bias, prefetch);
     MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
     MHSA_PACKED_CASE(5)
 #undef MHSA_PACKED_CASE

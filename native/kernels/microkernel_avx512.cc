@@ -29,8 +29,8 @@ inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
 // the last attention tile at N = 197, 7 % of its Q·Kᵀ FMAs). ap still steps
 // by aStep per k and bp by 32.
 template <int R, int V>
-void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
-                bool accumulate, int nr, const float* bias, const float* prefetch) {
+void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c, int64_t ldc,
+                float alpha, bool accumulate, int nr, const float* bias, const float* prefetch) {
   // Fetch the C tile now so its lines have arrived (from L3 or memory) by the
   // time the K loop ends and the tile is read and written.
   for (int i = 0; i < R; ++i) {
@@ -46,7 +46,7 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
   for (int64_t k = 0; k < kc; ++k) {
     __m512 b[V];
     for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(bp + 16 * v);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * bStride), _MM_HINT_T0);
     if ((k & 7) == 0) {
       _mm_prefetch(reinterpret_cast<const char*>(fetchBase + 16 * (k >> 3)), _MM_HINT_T1);
     }
@@ -56,7 +56,7 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
     ap += aStep;
-    bp += kNR;
+    bp += bStride;
   }
   const __m512 va = _mm512_set1_ps(alpha);
   const __mmask16 m0 = lowLanes(nr), m1 = lowLanes(nr - 16);
@@ -77,11 +77,11 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 }
 
 template <int V>
-void packedRows(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc, float alpha,
-                bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
+void packedRows(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c, int64_t ldc,
+                float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
-  case R: return packedTile<R, V>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+  case R: return packedTile<R, V>(kc, ap, aStep, bp, bStride, c, ldc, alpha, accumulate, nr, bias, prefetch);
     MHSA_PACKED_CASE(12) MHSA_PACKED_CASE(1) MHSA_PACKED_CASE(2) MHSA_PACKED_CASE(3) MHSA_PACKED_CASE(4)
     MHSA_PACKED_CASE(5) MHSA_PACKED_CASE(6) MHSA_PACKED_CASE(7) MHSA_PACKED_CASE(8)
     MHSA_PACKED_CASE(9) MHSA_PACKED_CASE(10) MHSA_PACKED_CASE(11)
@@ -92,15 +92,17 @@ void packedRows(int64_t kc, const float* ap, int64_t aStep, const float* bp, flo
 
 }  // namespace
 
-// ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32; c: row stride ldc.
-// Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate) for i < mr, j < nr.
-// A last sliver of at most 16 columns runs one vector per row.
-void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                            float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch) {
+// ap: kc x 12 (k-major, 12 rows interleaved); bp: kc x 32, bStride floats per
+// k; c: row stride ldc. Writes c[i][j] = alpha*acc (+ c[i][j] when accumulate)
+// for i < mr, j < nr. A last sliver of at most 16 columns runs one vector per
+// row (and reads only its first 16 columns of B).
+void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c,
+                            int64_t ldc, float alpha, bool accumulate, int mr, int nr, const float* bias,
+                            const float* prefetch) {
   if (nr <= 16)
-    packedRows<1>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, mr, nr, bias, prefetch);
+    packedRows<1>(kc, ap, aStep, bp, bStride, c, ldc, alpha, accumulate, mr, nr, bias, prefetch);
   else
-    packedRows<2>(kc, ap, aStep, bp, c, ldc, alpha, accumulate, mr, nr, bias, prefetch);
+    packedRows<2>(kc, ap, aStep, bp, bStride, c, ldc, alpha, accumulate, mr, nr, bias, prefetch);
 }
 
 namespace {

@@ -79,8 +79,9 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 
 }  // namespace
 
-void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int rows, int cols, const float* bias, const float* prefetch) {
+void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c,
+                         int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias,
+                         const float* prefetch) {
   float32x4_t acc[kMR][2];
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
   // With no prefetch, harmless requests for lines of this B sliver (offsets up to 2 (kc - 1) floats).
@@ -99,7 +100,7 @@ void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float
     MHSA_NEON_ROW(8, a2, 0) MHSA_NEON_ROW(9, a2, 1) MHSA_NEON_ROW(10, a2, 2) MHSA_NEON_ROW(11, a2, 3)
 #undef MHSA_NEON_ROW
     ap += aStep;
-    bp += kNR;
+    bp += bStride;
   }
   storeTile(acc, c, ldc, alpha, accumulate, rows, cols, bias);
 }
