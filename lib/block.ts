@@ -8,7 +8,7 @@ import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { layerNorm, layerNormAsync } from './layernorm';
 import { allocateFloats, checkAllocation } from './memory';
-import { matmul, matmulAsync } from './matmul';
+import { LAYER_NORM_MATMUL_MAX_K, layerNormMatmul, layerNormMatmulAsync, matmul, matmulAsync, type RowLayerNorm } from './matmul';
 import { prepack, type PackedMatrix } from './prepack';
 import { checkOptions, optBoolean } from './options';
 import {
@@ -191,9 +191,11 @@ function rename(e: unknown, fn: string): unknown {
  * through matmul's `c`). One GEMM computes q, k and v side by side as
  * [batch, tokens, 3·inner], and attention reads them in place from there
  * (a token stride of 3·inner); the head split and merge are strides too (no
- * permute copies). The scratch buffers (normalized input, qkv, merged heads)
- * live in a workspace that is reused across calls, so a call allocates
- * only its output (nothing with `out`). The projection weights are copied
+ * permute copies). The LayerNorm is applied to x's rows as the QKV GEMM
+ * packs them (for dim up to 1024), so the normalized input is never written
+ * out. The scratch buffers (qkv, merged heads; the normalized input when
+ * dim > 1024) live in a workspace that is reused across calls, so a call
+ * allocates only its output (nothing with `out`). The projection weights are copied
  * when packed; the biases and norm parameters are kept by reference: do not
  * modify them while the block is in use.
  *
@@ -243,6 +245,12 @@ export class MultiHeadSelfAttention {
   private readonly weightViews: Array<[string, Float32Array]> = [];
   /** [1, heads] of 1s: the head average is one matmul with it (alpha = 1/heads). */
   private readonly onesHeads: Tensor;
+  /**
+   * The LayerNorm, when the QKV projection applies it to x's rows as it packs
+   * them (dim up to LAYER_NORM_MATMUL_MAX_K): the normalized input is then
+   * never written out, and the workspace has no room for it.
+   */
+  private readonly fusedNorm?: RowLayerNorm;
   /** Idle workspaces; a call takes one (or makes one) and gives it back, so concurrent async calls never share. */
   private readonly pool: Workspace[] = [];
 
@@ -325,6 +333,9 @@ export class MultiHeadSelfAttention {
       }
     }
     this.hasNorm = this.normWeight !== undefined;
+    if (this.hasNorm && dim <= LAYER_NORM_MATMUL_MAX_K) {
+      this.fusedNorm = { weight: this.normWeight, bias: this.normBias, eps: this.eps };
+    }
     this.onesHeads = { data: new Float32Array(this.heads).fill(1), shape: [1, this.heads] };
   }
 
@@ -571,8 +582,12 @@ export class MultiHeadSelfAttention {
     const ws = this.acquire(p.rows);
     try {
       const [xn, qkv, o] = this.views(ws, p);
-      const a = xn ? layerNorm(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-      matmul(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      if (this.fusedNorm) {
+        layerNormMatmul(p.x, this.packedQkv, this.fusedNorm, { c: this.bqkv, out: qkv });
+      } else {
+        const a = xn ? layerNorm(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
+        matmul(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      }
       const attnOpts = { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights };
       const attended = attentionOnFusedQkv(fn, qkv, attnOpts, 'sync') as Tensor | AttentionWithWeights;
       const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
@@ -612,8 +627,12 @@ export class MultiHeadSelfAttention {
     const ws = this.acquire(p.rows);
     try {
       const [xn, qkv, o] = this.views(ws, p);
-      const a = xn ? await layerNormAsync(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-      await matmulAsync(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      if (this.fusedNorm) {
+        await layerNormMatmulAsync(p.x, this.packedQkv, this.fusedNorm, { c: this.bqkv, out: qkv });
+      } else {
+        const a = xn ? await layerNormAsync(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
+        await matmulAsync(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      }
       const attnOpts = { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights };
       const attended = await (attentionOnFusedQkv(fn, qkv, attnOpts, 'async') as Promise<Tensor | AttentionWithWeights>);
       const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
@@ -778,9 +797,12 @@ export class MultiHeadSelfAttention {
     this.pool.length = 0;
   }
 
-  /** Floats per token row: the normalized input (with norm), q, k and v side by side, and the merged heads (with projection). */
+  /**
+   * Floats per token row: the normalized input (with a norm the projection
+   * does not apply itself), q, k and v side by side, and the merged heads (with projection).
+   */
   private rowFloats(): number {
-    return (this.hasNorm ? this.dim : 0) + (this.projectOut ? 4 : 3) * this.innerDim;
+    return (this.hasNorm && !this.fusedNorm ? this.dim : 0) + (this.projectOut ? 4 : 3) * this.innerDim;
   }
 
   /** Views of a workspace for this call: [xn?, qkv, o?] as [batch, tokens, ·] tensors. */
@@ -793,7 +815,7 @@ export class MultiHeadSelfAttention {
       at += width;
       return t;
     };
-    const xn = this.hasNorm ? region(this.dim) : undefined;
+    const xn = this.hasNorm && !this.fusedNorm ? region(this.dim) : undefined;
     const qkv = region(3 * this.innerDim);
     const o = this.projectOut ? region(this.innerDim) : undefined;
     return [xn, qkv, o];

@@ -86,11 +86,14 @@ function nativeArgs(p: PreparedMatmul): unknown[] {
   return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulDescriptor(p)];
 }
 
-function matmulDescriptor(p: PreparedMatmul): Float64Array {
+function matmulFields(p: PreparedMatmul): Descriptor {
   return new Descriptor()
     .shape(p.a.shape).shape(p.b.shape).shape(p.c ? p.c.shape : null).shape(p.shape)
-    .flag(p.transposeA).flag(p.transposeB).number(p.alpha).number(p.beta).flag(p.packed)
-    .done();
+    .flag(p.transposeA).flag(p.transposeB).number(p.alpha).number(p.beta).flag(p.packed);
+}
+
+function matmulDescriptor(p: PreparedMatmul): Float64Array {
+  return matmulFields(p).done();
 }
 
 /**
@@ -127,4 +130,51 @@ export function matmulAsync(a: TensorLike, b: TensorLike | PackedMatrix, options
     if (p.c) buffers.push(p.c.data);
     return { fn: p.fn, args: () => nativeArgs(p), result: p.out, buffers };
   }, (args) => native.matmul(...args));
+}
+
+/** The LayerNorm that {@link layerNormMatmul} applies to a's rows; weight and bias are K long. */
+export interface RowLayerNorm {
+  weight?: Tensor;
+  bias?: Tensor;
+  eps: number;
+}
+
+/** Widest row the fused LayerNorm takes (kGemmMaxLayerNormK in native/kernels/gemm.h). */
+export const LAYER_NORM_MATMUL_MAX_K = 1024;
+
+/**
+ * Internal (the block's LayerNorm + QKV projection, not exported by the
+ * package): matmul(LayerNorm(a), packed, options) with a's rows normalized as
+ * they are packed for the product, so the normalized input is never written
+ * out. a is row-major [..., M, K] with K <= LAYER_NORM_MATMUL_MAX_K; norm's
+ * tensors are checked by the caller. Gives the bits of layerNorm then matmul.
+ */
+export function layerNormMatmul(a: TensorLike, packed: PackedMatrix, norm: RowLayerNorm, options: MatmulOptions): Tensor {
+  const p = prepareMatmul('layerNormMatmul', a, packed, options);
+  native.layerNormMatmul(...layerNormMatmulArgs(p, norm));
+  return p.out;
+}
+
+/** {@link layerNormMatmul} off the JS thread (see {@link matmulAsync}). */
+export function layerNormMatmulAsync(
+  a: TensorLike,
+  packed: PackedMatrix,
+  norm: RowLayerNorm,
+  options: MatmulOptions,
+): Promise<Tensor> {
+  return runAsync(() => {
+    const p = prepareMatmul('layerNormMatmulAsync', a, packed, options);
+    const buffers: ArrayBufferView[] = [p.a.data, p.b.data, p.out.data];
+    if (p.c) buffers.push(p.c.data);
+    if (norm.weight) buffers.push(norm.weight.data);
+    if (norm.bias) buffers.push(norm.bias.data);
+    return { fn: p.fn, args: () => layerNormMatmulArgs(p, norm), result: p.out, buffers };
+  }, (args) => native.layerNormMatmul(...args));
+}
+
+function layerNormMatmulArgs(p: PreparedMatmul, norm: RowLayerNorm): unknown[] {
+  return [
+    p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, norm.weight?.data ?? null, norm.bias?.data ?? null,
+    matmulFields(p).number(norm.eps).done(),
+  ];
 }

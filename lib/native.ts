@@ -12,6 +12,7 @@ export type NativeCallback = (error: Error | null) => void;
 /** The addon's raw entry points (positional, already validated by lib/). */
 export interface NativeAddon {
   matmul(...args: unknown[]): void;
+  layerNormMatmul(...args: unknown[]): void;
   softmax(...args: unknown[]): void;
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;

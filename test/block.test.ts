@@ -8,14 +8,18 @@
  * forward/forwardAsync. Replay a failure with MHSA_TEST_SEED=<seed>.
  */
 import {
+  layerNorm,
   loadSafetensors,
+  matmul,
   MultiHeadSelfAttention,
+  prepack,
   tensor,
   type MultiHeadSelfAttentionConfig,
   type MultiHeadSelfAttentionForwardOptions,
   type StateDict,
   type Tensor,
 } from '../lib';
+import { layerNormMatmul, layerNormMatmulAsync } from '../lib/matmul';
 import { expectBitEqual, expectClose, pickSeed, randInt, randomFloat32, rngFor, type Rng } from './helpers/random';
 import { numel, refAttention, refLayerNorm, refMatmul } from './helpers/reference';
 import { loadFixtures, type SafetensorsTensor } from './helpers/safetensors';
@@ -436,6 +440,9 @@ describe(`MultiHeadSelfAttention vs a float64 reference of the block (seed ${SEE
     ['identity rule: heads 1, dimHead = dim, no out', 24, 1, 24, { norm: true, normBias: true, qkvBias: true }],
     ['heads 1, dimHead = dim but out given: projected', 24, 1, 24, { out: true, outBias: true }],
     ['odd sizes: dim 17, 5 heads of 3', 17, 5, 3, { qkvBias: true, norm: true, normBias: true, out: true, outBias: true }],
+    // The QKV projection applies the LayerNorm itself up to dim 1024; beyond, a separate pass.
+    ['norm at the widest the projection applies itself: dim 1024', 1024, 4, 8, { norm: true, normBias: true, out: true, outBias: true }],
+    ['norm wider than the projection applies itself: dim 1030, a LayerNorm pass', 1030, 2, 8, { norm: true, qkvBias: true, out: true }],
   ];
 
   for (const [what, dim, H, dh, parts] of variants) {
@@ -492,6 +499,58 @@ describe(`MultiHeadSelfAttention vs a float64 reference of the block (seed ${SEE
     const r = blockFrom(p).forward(tensor(x, [2, 5, 16]));
     expectClose(r.data, refBlock(x, 2, 5, p).out, TOL, { seed: SEED, label: 'eps 0.5' });
     expect(blockFrom(p).eps).toBe(0.5);
+  });
+});
+
+describe(`layerNormMatmul, the block's LayerNorm inside its QKV projection (seed ${SEED})`, () => {
+  // Rows are normalized four at a time as A is packed (native/kernels/gemm.cc,
+  // packANormalized): 26 and 197 rows leave partial groups and slivers.
+  for (const [M, K, N, parts] of [
+    [26, 48, 40, { weight: true, bias: true }],
+    [197, 768, 96, { weight: true }],
+    [5, 1024, 33, { bias: true }],
+    [13, 3, 64, {}],
+  ] as Array<[number, number, number, { weight?: boolean; bias?: boolean }]>) {
+    test(`M ${M}, K ${K}, N ${N}${parts.weight ? ', weight' : ''}${parts.bias ? ', bias' : ''}: the bits of layerNorm then matmul`, async () => {
+      const rng = rngFor(SEED, `layerNormMatmul ${M} ${K} ${N}`);
+      const x = tensor(randomFloat32(rng, M * K).map((v) => 3 * v + 1), [M, K]);
+      const w = prepack(tensor(randomFloat32(rng, N * K), [N, K]), { transpose: true });
+      const c = tensor(randomFloat32(rng, N), [N]);
+      const weight = parts.weight ? tensor(randomFloat32(rng, K).map((v) => 1 + v), [K]) : undefined;
+      const bias = parts.bias ? tensor(randomFloat32(rng, K), [K]) : undefined;
+      const eps = 1e-5;
+      const expected = matmul(layerNorm(x, { weight, bias, eps }), w, { c });
+      const poisoned = () => tensor(new Float32Array(M * N).fill(NaN), [M, N]);
+      const got = layerNormMatmul(x, w, { weight, bias, eps }, { c, out: poisoned() });
+      expectBitEqual(got.data, expected.data, { seed: SEED, label: `layerNormMatmul ${M}x${K}x${N}` });
+      const gotAsync = await layerNormMatmulAsync(x, w, { weight, bias, eps }, { c, out: poisoned() });
+      expectBitEqual(gotAsync.data, expected.data, { seed: SEED, label: `layerNormMatmulAsync ${M}x${K}x${N}` });
+    });
+  }
+
+  test('the native side rejects what it cannot fuse, and writes nothing', () => {
+    const x = tensor(new Float32Array(4 * 8).fill(1), [4, 8]);
+    const w = prepack(tensor(new Float32Array(8 * 3).fill(1), [8, 3]));
+    const out = tensor(new Float32Array(12).fill(7), [4, 3]);
+    const wide = tensor(new Float32Array(2 * 1025), [2, 1025]);
+    const cases: Array<[string, () => unknown, RegExp]> = [
+      ['weight of the wrong length', () => layerNormMatmul(x, w, { weight: tensor(new Float32Array(7), [7]), eps: 1e-5 }, { out }), /weight\.length must be K = 8, received 7/],
+      ['bias of the wrong length', () => layerNormMatmul(x, w, { bias: tensor(new Float32Array(9), [9]), eps: 1e-5 }, { out }), /bias\.length must be K = 8, received 9/],
+      ['negative eps', () => layerNormMatmul(x, w, { eps: -1 }, { out }), /eps must be a finite non-negative number/],
+      ['K above 1024', () => layerNormMatmul(wide, prepack(tensor(new Float32Array(1025 * 2), [1025, 2])), { eps: 1e-5 }, {}), /K must be at most 1024, received 1025/],
+      ['transposeA', () => layerNormMatmul(tensor(new Float32Array(8 * 4), [8, 4]), w, { eps: 1e-5 }, { transposeA: true, out }), /a must be row-major/],
+    ];
+    for (const [what, call, message] of cases) {
+      let error: unknown;
+      try {
+        call();
+      } catch (e) {
+        error = e;
+      }
+      expect([what, (error as Error).name]).toEqual([what, 'RangeError']); // raised by the addon, in its own realm
+      expect([what, (error as Error).message]).toEqual([what, expect.stringMatching(message)]);
+      expect([what, Array.from(out.data).every((v) => v === 7)]).toEqual([what, true]);
+    }
   });
 });
 

@@ -93,6 +93,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   using namespace mhsa;
   initAsync(env);
   exportFunction<matmulBinding>(env, exports, "matmul");
+  exportFunction<layerNormMatmulBinding>(env, exports, "layerNormMatmul");
   exportFunction<softmaxBinding>(env, exports, "softmax");
   exportFunction<attentionBinding>(env, exports, "attention");
   exportFunction<packedSizeBinding>(env, exports, "packedSize");

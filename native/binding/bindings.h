@@ -13,6 +13,11 @@ namespace mhsa {
 //       transposeA, transposeB, alpha, beta, bPacked
 Napi::Value matmulBinding(const Napi::CallbackInfo& info);
 
+// layerNormMatmul(a, b, c|null, out, weight|null, bias|null, desc, callback?)
+// desc: matmul's, then eps. matmul of a with its rows LayerNorm'd on the way
+// into the product (the block's LayerNorm + QKV projection; ops/calls.h).
+Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info);
+
 // packedSize(desc[b.shape]) -> floats a packed [K, N] matrix takes on this CPU.
 // packMatrix(b, out, desc[b.shape, transpose]): out = op(b) packed for the GEMM.
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info);

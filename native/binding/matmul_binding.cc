@@ -16,6 +16,21 @@ Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info) {
+  const char* fn = "layerNormMatmul";
+  JsBuffer a = floatArg(info[0], fn, "a");
+  JsBuffer b = floatArg(info[1], fn, "b");
+  JsBuffer c = optionalFloatArg(info[2], fn, "c");
+  JsBuffer out = floatArg(info[3], fn, "out");
+  JsBuffer weight = optionalFloatArg(info[4], fn, "weight");
+  JsBuffer bias = optionalFloatArg(info[5], fn, "bias");
+  MatmulCall call;
+  throwIfError(info.Env(), prepareLayerNormMatmul(descriptorArg(info[6], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
+                                                  bias.arg, &call));
+  runOrSubmit(fn, info, 7, {a.value, b.value, c.value, out.value, weight.value, bias.value}, [call] { runCall(call); });
+  return info.Env().Undefined();
+}
+
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info) {
   int64_t floats = 0;
   throwIfError(info.Env(), preparePackedSize(descriptorArg(info[0], "packMatrix"), &floats));

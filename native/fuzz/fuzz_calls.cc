@@ -64,8 +64,8 @@ double flagValue(ByteSource& in) {
 }
 
 // Descriptor layouts, as lib/native.ts writes them: S shape, N number, F flag.
-enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, OpCount };
-const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFS", "SSN", "SF", "S"};
+enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, OpCount };
+const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFS", "SSN", "SF", "S", "SSSSFFNNFN"};
 
 struct Decoded {
   std::vector<double> values;
@@ -198,7 +198,7 @@ struct Stats {
   ~Stats() {
     if (!std::getenv("MHSA_FUZZ_STATS")) return;
     static const char* const names[OpCount] = {"matmul", "softmax", "attention", "layerNorm", "packMatrix",
-                                               "packedSize"};
+                                               "packedSize", "lnMatmul"};
     for (int i = 0; i < OpCount; ++i) std::fprintf(stderr, "%-10s tried %8ld ran %8ld\n", names[i], tried[i], ran[i]);
   }
 };
@@ -219,7 +219,8 @@ void fuzzOne(const uint8_t* data, size_t size) {
   bufs.floats.reserve(16);  // pointers into it must stay valid
 
   switch (op) {
-    case Matmul: {
+    case Matmul:
+    case LayerNormMatmul: {
       const Shape bs = shapeAt(1);
       const bool packed = scalarAt(4) == 1;
       int64_t bExpected = countOf(bs);
@@ -230,7 +231,14 @@ void fuzzOne(const uint8_t* data, size_t size) {
       BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(3)), false));
       aliasOut(in, bufs, &a, &out);
       MatmulCall call;
-      if (!prepareMatmul(desc, a, b, c, out, &call).ok()) return;
+      if (op == LayerNormMatmul) {
+        const int64_t k = shapeAt(0).empty() ? -1 : shapeAt(0).back();
+        BufferArg weight = floatBuffer(bufs, planBuffer(in, k, true));
+        BufferArg bias = floatBuffer(bufs, planBuffer(in, k, true));
+        if (!prepareLayerNormMatmul(desc, a, b, c, out, weight, bias, &call).ok()) return;
+      } else if (!prepareMatmul(desc, a, b, c, out, &call).ok()) {
+        return;
+      }
       const MatmulPlan& p = call.plan;
       if (static_cast<double>(p.batchCount) * p.m * p.n * (p.k + 1) > kMaxWork) return;
       runCall(call);

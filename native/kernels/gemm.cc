@@ -10,6 +10,7 @@
 
 #include "../runtime/thread_pool.h"
 #include "kernel_table.h"
+#include "layernorm.h"
 #include "scratch.h"
 
 namespace mhsa {
@@ -89,12 +90,43 @@ void packRowMajorB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, i
   }
 }
 
+// packA of a row-major A whose rows are LayerNorm'd first (p0 = 0 and kc =
+// all of k <= kGemmMaxLayerNormK): four rows at a time into rows[], which
+// stays in L1, then the usual 4-line transpose from there.
+void packANormalized(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t kc, int mr, float* dst,
+                     const RowLayerNorm& norm) {
+  const KernelTable& kt = kernels();
+  float rows[4 * kGemmMaxLayerNormK];
+  for (int64_t s = 0; s < mc; s += mr) {
+    const int64_t count = std::min<int64_t>(mr, mc - s);
+    float* d = dst + s * kc;
+    for (int64_t done = 0; done < count; done += 4) {
+      const int64_t n = std::min<int64_t>(4, count - done);
+      for (int64_t r = 0; r < n; ++r)
+        layerNormRow(kt, a.data + (i0 + s + done + r) * a.rowStride, rows + r * kc, kc, norm.weight, norm.bias, norm.eps);
+      if (n == 4) {
+        interleave4(rows, kc, kc, d + done, mr);
+        continue;
+      }
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t k = 0; k < kc; ++k) d[k * mr + done + r] = rows[r * kc + k];
+    }
+    for (int64_t i = count; i < mr; ++i)
+      for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = 0.0f;
+  }
+}
+
 }  // namespace
 
 // Packs rows [i0, i0+mc) x depth [p0, p0+kc) of A into mr-row slivers, each
 // k-major (sliver[k * mr + i]) and zero-padded to mr rows, so the micro-kernel
 // reads A with unit stride whatever A's strides were.
-void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst) {
+void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst,
+           const RowLayerNorm* norm) {
+  if (norm) {
+    packANormalized(a, i0, mc, kc, mr, dst, *norm);
+    return;
+  }
   for (int64_t s = 0; s < mc; s += mr) {
     const int64_t rows = std::min<int64_t>(mr, mc - s);
     float* d = dst + s * kc;
@@ -297,7 +329,7 @@ bool isNarrowDirect(const KernelTable& kt, const GemmProblem& p) {
 // 64^3 product spent a third of its time packing), and when A is at most one
 // tile high B is read once either way.
 bool gemmDirectApplies(const KernelTable& kt, const GemmProblem& p) {
-  if (p.packedB || p.a.colStride != 1 || p.b.colStride != 1 || p.outColStride != 1) return false;
+  if (p.packedB || p.aLayerNorm || p.a.colStride != 1 || p.b.colStride != 1 || p.outColStride != 1) return false;
   return p.m <= kt.mr || isNarrowDirect(kt, p) || static_cast<double>(p.m) * p.n * p.k <= kGemmDirectMaxVolume;
 }
 
@@ -361,7 +393,7 @@ void gemmSerial(const GemmProblem& p) {
     const int64_t mc = std::min(kGemmMC, p.m - ic);
     for (int64_t pc = 0; pc < p.k; pc += kcb) {
       const int64_t kc = std::min(kcb, p.k - pc);
-      packA(p.a, ic, mc, pc, kc, kt.mr, ap);
+      packA(p.a, ic, mc, pc, kc, kt.mr, ap, p.aLayerNorm);
       updateRegion(kt, p, ic, mc, pc, kc, ncb, 0, p.n, ap, bp, p.accumulate || pc > 0);
     }
   }
@@ -413,7 +445,7 @@ void gemmParallel(const GemmProblem& p) {
         const int64_t s0 = t * perTask, s1 = std::min(slivers, s0 + perTask);
         if (s0 >= s1) return;
         const int64_t r0 = s0 * mr, r1 = std::min(mc, s1 * mr);
-        packA(p.a, ic + r0, r1 - r0, pc, kc, mr, ap + r0 * kc);
+        packA(p.a, ic + r0, r1 - r0, pc, kc, mr, ap + r0 * kc, p.aLayerNorm);
       });
       parallelFor(static_cast<int64_t>(tm) * tn, [&](int64_t r) {
         const int64_t m0 = (r / tn) * mPer, m1 = std::min(mc, m0 + mPer);

@@ -16,6 +16,14 @@ struct StridedMatrix {
   int64_t colStride;
 };
 
+// A LayerNorm over each row of A (PyTorch's: biased variance, eps inside the
+// root; weight and bias over k, either may be null).
+struct RowLayerNorm {
+  const float* weight;
+  const float* bias;
+  float eps;
+};
+
 struct GemmProblem {
   int64_t m, n, k;
   float alpha;
@@ -33,7 +41,19 @@ struct GemmProblem {
   // separate pass filling out with the bias would cost a write of all of out
   // (and, as out is then read back by the first step, a read). Null: none.
   const float* bias = nullptr;
+  // When set, A's rows go through this LayerNorm as they are packed (four
+  // rows at a time into a small buffer, then packed from L1), so the
+  // normalized A is never written to memory and read back: a LayerNorm before
+  // a projection costs no pass of its own. The bits are those of
+  // layerNormRows followed by the product. Needs a row-major A, k at most
+  // kGemmMaxLayerNormK (whole rows in one depth block) and packedB (the
+  // unpacked paths read A in place).
+  const RowLayerNorm* aLayerNorm = nullptr;
 };
+
+// Widest row a fused LayerNorm takes (GemmProblem::aLayerNorm): whole rows in
+// one rank-k update (kGemmKCSingleMax), within packA's row buffer.
+constexpr int64_t kGemmMaxLayerNormK = 1024;
 
 // Cache blocking (loop nest ic -> pc -> jc -> ir -> jr, see gemmSerial). The vector
 // operand of the micro-kernel is B (nr columns wide) and the broadcast operand
@@ -111,7 +131,10 @@ inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // packA: rows [i0, i0+mc) x depth [p0, p0+kc) of A into mr-row slivers, each
 // k-major (sliver[k * mr + i]), zero-padded to whole slivers. Writes
 // roundUp(mc, mr) * kc floats.
-void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst);
+// With norm (p0 == 0, kc == all of k, a row-major A), each row is first
+// LayerNorm'd into a buffer (see GemmProblem::aLayerNorm).
+void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst,
+           const RowLayerNorm* norm = nullptr);
 // packB: depth [p0, p0+kc) x columns [j0, j0+nc) of B into nr-column slivers,
 // each k-major (sliver[k * nr + j]). Writes roundUp(nc, nr) * kc floats.
 void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst);

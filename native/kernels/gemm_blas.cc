@@ -45,7 +45,7 @@ bool asCblas(const StridedMatrix& x, int64_t rows, int64_t cols, int* trans, int
 const char* systemBlasName() { return MHSA_BLAS; }
 
 bool systemBlasGemm(const GemmProblem& p) {
-  if (p.packedB != nullptr || p.outColStride != 1 || p.outRowStride < p.n) return false;
+  if (p.packedB != nullptr || p.aLayerNorm != nullptr || p.outColStride != 1 || p.outRowStride < p.n) return false;
   if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX || p.outRowStride > INT_MAX) return false;
   int transA, transB;
   int64_t lda, ldb;

@@ -35,6 +35,11 @@ void layerNormRowDouble(const float* x, float* y, int64_t dim, const float* weig
 
 }  // namespace
 
+void layerNormRow(const KernelTable& kt, const float* x, float* y, int64_t dim, const float* weight, const float* bias,
+                  float eps) {
+  if (!kt.layerNormRow(x, y, dim, weight, bias, eps)) layerNormRowDouble(x, y, dim, weight, bias, eps);
+}
+
 void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
                    float eps) {
   if (dim == 0) return;
@@ -43,9 +48,7 @@ void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const fl
   const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
   parallelFor(tasks, [&](int64_t t) {
     const int64_t r1 = std::min(rows, (t + 1) * rowsPerTask);
-    for (int64_t r = t * rowsPerTask; r < r1; ++r)
-      if (!kt.layerNormRow(x + r * dim, y + r * dim, dim, weight, bias, eps))
-        layerNormRowDouble(x + r * dim, y + r * dim, dim, weight, bias, eps);
+    for (int64_t r = t * rowsPerTask; r < r1; ++r) layerNormRow(kt, x + r * dim, y + r * dim, dim, weight, bias, eps);
   });
 }
 

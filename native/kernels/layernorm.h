@@ -10,4 +10,11 @@ namespace mhsa {
 void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
                    float eps);
 
+struct KernelTable;
+
+// One row of layerNormRows on the calling thread (the ISA's kernel, float64
+// where its float moments overflow): the same bits as layerNormRows.
+void layerNormRow(const KernelTable& kt, const float* x, float* y, int64_t dim, const float* weight, const float* bias,
+                  float eps);
+
 }  // namespace mhsa

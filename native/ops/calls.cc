@@ -34,9 +34,12 @@ Status checkNoOverlap(const char* fn, const char* outName, const BufferArg& out,
   return Status::success();
 }
 
-Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
-                     const BufferArg& out, MatmulCall* call) {
-  const char* fn = "matmul";
+namespace {
+
+// matmul's descriptor fields and checks, for matmul and layerNormMatmul (eps
+// non-null: one more field, read before the reader finishes).
+Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a, const BufferArg& b,
+                      const BufferArg& c, const BufferArg& out, MatmulCall* call, double* eps) {
   DescriptorReader r(desc.data, desc.length, fn);
   MatmulArgs args;
   args.a = r.shape("a.shape");
@@ -48,9 +51,10 @@ Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg
   const double alpha = r.number("alpha");
   const double beta = r.number("beta");
   args.bPacked = r.flag("bPacked");
+  if (eps) *eps = r.number("eps");
   MHSA_RETURN_IF_ERROR(r.finish());
   if (!isFiniteFloat(alpha) || !isFiniteFloat(beta))
-    return Status::rangeError("matmul: alpha and beta must be finite float32 numbers");
+    return Status::rangeError(std::string(fn) + ": alpha and beta must be finite float32 numbers");
   args.hasC = c.present;
   args.aLength = a.length;
   args.bLength = b.length;
@@ -69,9 +73,43 @@ Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg
   return Status::success();
 }
 
+}  // namespace
+
+Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                     const BufferArg& out, MatmulCall* call) {
+  return prepareProduct("matmul", desc, a, b, c, out, call, nullptr);
+}
+
+Status prepareLayerNormMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                              const BufferArg& out, const BufferArg& weight, const BufferArg& bias, MatmulCall* call) {
+  const char* fn = "layerNormMatmul";
+  double eps = 0;
+  MHSA_RETURN_IF_ERROR(prepareProduct(fn, desc, a, b, c, out, call, &eps));
+  const MatmulPlan& plan = call->plan;
+  if (!plan.bPacked || plan.aColStride != 1)
+    return Status::rangeError("layerNormMatmul: a must be row-major (no transposeA) and b prepacked");
+  if (plan.k > kGemmMaxLayerNormK)
+    return Status::rangeError("layerNormMatmul: K must be at most " + std::to_string(kGemmMaxLayerNormK) +
+                              ", received " + std::to_string(plan.k));
+  if (weight.present && weight.length != plan.k)
+    return Status::rangeError("layerNormMatmul: weight.length must be K = " + std::to_string(plan.k) + ", received " +
+                              std::to_string(weight.length));
+  if (bias.present && bias.length != plan.k)
+    return Status::rangeError("layerNormMatmul: bias.length must be K = " + std::to_string(plan.k) + ", received " +
+                              std::to_string(bias.length));
+  if (!(eps >= 0) || !isFiniteFloat(eps))
+    return Status::rangeError("layerNormMatmul: eps must be a finite non-negative number");
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "weight", weight, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "bias", bias, 4, false));
+  call->layerNorm = true;
+  call->norm = {weight.present ? weight.floats() : nullptr, bias.present ? bias.floats() : nullptr,
+                static_cast<float>(eps)};
+  return Status::success();
+}
+
 void runCall(const MatmulCall& call) {
   ComputeScope computing;
-  runMatmul(call.plan, call.a, call.b, call.c, call.out, call.alpha, call.beta);
+  runMatmul(call.plan, call.a, call.b, call.c, call.out, call.alpha, call.beta, call.layerNorm ? &call.norm : nullptr);
 }
 
 Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call) {

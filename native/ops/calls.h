@@ -41,10 +41,19 @@ struct MatmulCall {
   const float* c = nullptr;
   float* out = nullptr;
   float alpha = 1, beta = 0;
+  bool layerNorm = false;  // a's rows LayerNorm'd as they are packed (norm)
+  RowLayerNorm norm{};
 };
 Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
                      const BufferArg& out, MatmulCall* call);
 void runCall(const MatmulCall& call);
+
+// layerNormMatmul(a, b, c?, out, weight?, bias?) — desc: matmul's, then eps.
+// matmul of LayerNorm(a's rows) without writing the normalized a anywhere
+// (the block's LayerNorm before its QKV projection): a row-major (no
+// transposeA), b prepacked, K <= kGemmMaxLayerNormK, weight and bias K long.
+Status prepareLayerNormMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                              const BufferArg& out, const BufferArg& weight, const BufferArg& bias, MatmulCall* call);
 
 // softmax(x, out) — desc: x.shape, out.shape, scale. out may be x itself.
 struct SoftmaxCall {

@@ -152,7 +152,7 @@ bool allZero(const Shape& s) {
 }  // namespace
 
 void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
-               float alpha, float beta) {
+               float alpha, float beta, const RowLayerNorm* aNorm) {
   if (plan.batchCount == 0 || plan.m == 0 || plan.n == 0) return;
   bool accumulate = plan.hasC && beta != 0.0f;
   // A bias row (c of shape [n] or [1, n], beta 1) goes to the GEMM, which adds
@@ -176,6 +176,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   p.accumulate = accumulate;
   if (plan.bPacked) p.packedB = b;
   if (biasRow) p.bias = c;
+  p.aLayerNorm = aNorm;
 
   // Batch entry `index` as its own product.
   auto entry = [&](int64_t index) {

@@ -34,8 +34,9 @@ struct MatmulPlan {
 Status planMatmul(const MatmulArgs& args, MatmulPlan* plan);
 
 // Runs a planned product on the thread pool. c may be null (then beta is ignored)
-// and may equal out.
+// and may equal out. aNorm, when set, LayerNorms a's rows as they are packed
+// (GemmProblem::aLayerNorm: a row-major a, a prepacked b, K <= kGemmMaxLayerNormK).
 void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
-               float alpha, float beta);
+               float alpha, float beta, const RowLayerNorm* aNorm = nullptr);
 
 }  // namespace mhsa
