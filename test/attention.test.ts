@@ -310,8 +310,9 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
   );
 
   // With unit-stride rows close together, v's head dim in whole 32-column
-  // slivers and every key in one 768-key block, the tiled path reads K and V
-  // where they lie (native/kernels/attention.cc, readsKVInPlace); one query tile
+  // slivers and every key in one 768-key block, the tiled path of the AVX-512
+  // table reads K and V where they lie (native/kernels/attention.cc,
+  // readsKVInPlace; test/isa-paths.test.ts runs the others); one query tile
   // per task. (A 3-D [B, S, H·D] input with H·D = 3 · 64 spans 197 · 768 bytes
   // per head, well inside the limit; D = 400 takes two depth blocks.)
   caseTest('K and V read in place: whole v slivers, keys in one block', (rng) =>

@@ -96,7 +96,7 @@ const at = [
   { layout: 'bshd', B: 1, H: 3, Hkv: 3, Sq: 17, Skv: 197, D: 63, Dv: 65, pad: true, weights: true },
   { layout: 'bhds', B: 2, H: 2, Hkv: 1, Sq: 63, Skv: 17, D: 65, Dv: 3, causal: true, mask: [2, 1, 63, 17], scale: 0.3 },
   { layout: '3d', B: 1, H: 6, Hkv: 2, Sq: 3, Skv: 1000, D: 16, Dv: 16, mask: [1, 6, 1, 1000], weights: true },
-  // v in whole slivers on every path, keys in one block: K and V read in place
+  // v in whole slivers on every path, keys in one block: K and V read in place on the AVX-512 path
   { layout: 'bshd', B: 2, H: 4, Hkv: 2, Sq: 197, Skv: 197, D: 64, Dv: 64, causal: true, mask: [197, 197], pad: true, weights: true },
 ];
 for (const t of at) {

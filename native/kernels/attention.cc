@@ -74,9 +74,12 @@ struct PackedKV {
 // and the contiguous copies win). The rows of one head must also lie close
 // together: spread over more than kAttentionInPlaceMaxSpan (the 9 KiB rows of
 // a fused [tokens, 3 * 768] projection, 1.8 MB per head at N = 197), reading
-// them in place measured 1-8 % slower than packing.
+// them in place measured 1-8 % slower than packing. And only where the ISA's
+// table says it pays (KernelTable::attentionKVInPlace).
 bool readsKVInPlace(const AttentionProblem& p, const KernelTable& kt) {
-  if (p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 || p.seqKV > kAttentionKeyBlock) return false;
+  if (!kt.attentionKVInPlace || p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 ||
+      p.seqKV > kAttentionKeyBlock)
+    return false;
   auto spanBytes = [&](const Strided4& x, int64_t width) { return ((p.seqKV - 1) * x.seqStride + width) * 4; };
   return spanBytes(p.k, p.headDim) <= kAttentionInPlaceMaxSpan && spanBytes(p.v, p.headDimV) <= kAttentionInPlaceMaxSpan;
 }

@@ -17,6 +17,7 @@
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx512
 #define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512
+#define MHSA_ATTENTION_KV_IN_PLACE true
 #define MHSA_MR 12
 #define MHSA_NR 32
 

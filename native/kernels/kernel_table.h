@@ -73,6 +73,12 @@ struct KernelTable {
   // null, y may equal x. Returns false without writing y when its float
   // moments overflow; the caller then computes the row in float64.
   bool (*layerNormRow)(const float* x, float* y, int64_t n, const float* weight, const float* bias, float eps);
+
+  // Whether attention's tiles may read K and V in place (attention.cc,
+  // readsKVInPlace): a measured choice per table. With AVX-512 it saved the
+  // packing (N197 0.97); the AVX2 and portable tables measured 1.01-1.07
+  // slower, so they keep packing.
+  bool attentionKVInPlace;
 };
 
 const KernelTable& kernels();
