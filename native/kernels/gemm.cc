@@ -1,6 +1,7 @@
 #include "gemm.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 
@@ -95,6 +96,7 @@ void packRowMajorB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, i
 // stays in L1, then the usual 4-line transpose from there.
 void packANormalized(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t kc, int mr, float* dst,
                      const RowLayerNorm& norm) {
+  assert(a.colStride == 1 && kc <= kGemmMaxLayerNormK);
   const KernelTable& kt = kernels();
   float rows[4 * kGemmMaxLayerNormK];
   for (int64_t s = 0; s < mc; s += mr) {
@@ -124,6 +126,7 @@ void packANormalized(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t kc,
 void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst,
            const RowLayerNorm* norm) {
   if (norm) {
+    assert(p0 == 0);  // kc is then all of k (gemmDepthBlock: one block up to kGemmKCSingleMax)
     packANormalized(a, i0, mc, kc, mr, dst, *norm);
     return;
   }

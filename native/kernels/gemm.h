@@ -86,6 +86,7 @@ constexpr int64_t kGemmNC = 512;
 // B; one core's speed did not change (1024^3), and two cores gained 4-9 % at
 // 1024^3 from two fewer joins and passes over out (RESULTS.md, entry 57).
 constexpr int64_t kGemmKCSingleMax = 1024;
+static_assert(kGemmMaxLayerNormK <= kGemmKCSingleMax, "a fused LayerNorm needs whole rows in one depth block");
 
 // The depth of each rank-kc update of a product of depth k (the last may be
 // shorter). Packing (packWholeB included) and every driver use it, so the

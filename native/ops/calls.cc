@@ -60,7 +60,12 @@ Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a
   args.bLength = b.length;
   args.cLength = c.length;
   args.outLength = out.length;
-  MHSA_RETURN_IF_ERROR(planMatmul(args, &call->plan));
+  Status planned = planMatmul(args, &call->plan);
+  // planMatmul's messages start "matmul: "; another entry point names itself.
+  const std::string prefix = "matmul: ";
+  if (!planned.ok() && planned.message.compare(0, prefix.size(), prefix) == 0)
+    planned.message = std::string(fn) + ": " + planned.message.substr(prefix.size());
+  MHSA_RETURN_IF_ERROR(planned);
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "a", a, 4, false));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, 4, false));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "c", c, 4, true));
