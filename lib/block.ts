@@ -797,12 +797,17 @@ export class MultiHeadSelfAttention {
     this.pool.length = 0;
   }
 
+  /** Whether the LayerNorm runs as a pass of its own (dim above what the projection fuses), into the workspace. */
+  private get normPass(): boolean {
+    return this.hasNorm && !this.fusedNorm;
+  }
+
   /**
    * Floats per token row: the normalized input (with a norm the projection
    * does not apply itself), q, k and v side by side, and the merged heads (with projection).
    */
   private rowFloats(): number {
-    return (this.hasNorm && !this.fusedNorm ? this.dim : 0) + (this.projectOut ? 4 : 3) * this.innerDim;
+    return (this.normPass ? this.dim : 0) + (this.projectOut ? 4 : 3) * this.innerDim;
   }
 
   /** Views of a workspace for this call: [xn?, qkv, o?] as [batch, tokens, ·] tensors. */
@@ -815,7 +820,7 @@ export class MultiHeadSelfAttention {
       at += width;
       return t;
     };
-    const xn = this.hasNorm && !this.fusedNorm ? region(this.dim) : undefined;
+    const xn = this.normPass ? region(this.dim) : undefined;
     const qkv = region(3 * this.innerDim);
     const o = this.projectOut ? region(this.innerDim) : undefined;
     return [xn, qkv, o];

@@ -139,8 +139,8 @@ export interface RowLayerNorm {
   eps: number;
 }
 
-/** Widest row the fused LayerNorm takes (kGemmMaxLayerNormK in native/kernels/gemm.h). */
-export const LAYER_NORM_MATMUL_MAX_K = 1024;
+/** Widest row the fused LayerNorm takes (kGemmMaxLayerNormK in native/kernels/gemm.h, exported by the addon). */
+export const LAYER_NORM_MATMUL_MAX_K = native.layerNormMatmulMaxK;
 
 /**
  * Internal (the block's LayerNorm + QKV projection, not exported by the

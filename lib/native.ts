@@ -37,6 +37,8 @@ export interface NativeAddon {
   };
   setNumThreads(n: number): void;
   defaultNumThreads: number;
+  /** Widest row layerNormMatmul takes (kGemmMaxLayerNormK, native/kernels/gemm.h). */
+  layerNormMatmulMaxK: number;
 }
 
 function load(): NativeAddon {

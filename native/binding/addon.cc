@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../kernels/gemm.h"
 #include "../kernels/gemm_blas.h"
 #include "../kernels/kernel_table.h"
 #include "../kernels/scratch.h"
@@ -105,6 +106,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<infoBinding>(env, exports, "info");
   exportFunction<setNumThreadsBinding>(env, exports, "setNumThreads");
   exports.Set("defaultNumThreads", Napi::Number::New(env, defaultNumThreads()));
+  exports.Set("layerNormMatmulMaxK", Napi::Number::New(env, static_cast<double>(kGemmMaxLayerNormK)));
   return exports;
 }
 

@@ -81,7 +81,8 @@ bool readsKVInPlace(const AttentionProblem& p, const KernelTable& kt) {
       p.seqKV > kAttentionKeyBlock)
     return false;
   auto spanBytes = [&](const Strided4& x, int64_t width) { return ((p.seqKV - 1) * x.seqStride + width) * 4; };
-  return spanBytes(p.k, p.headDim) <= kAttentionInPlaceMaxSpan && spanBytes(p.v, p.headDimV) <= kAttentionInPlaceMaxSpan;
+  return spanBytes(p.k, p.headDim) <= kAttentionInPlaceMaxSpan &&
+         spanBytes(p.v, p.headDimV) <= kAttentionInPlaceMaxSpan;
 }
 
 PackedKV kvInPlace(const AttentionProblem& p, int64_t b, int64_t g) {
@@ -164,10 +165,10 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   // copy out. Over several blocks the compact scratch accumulator is kept:
   // accumulating and rescaling in the output rows (3 KiB apart in bshd)
   // measured 1.01x at N2048 and 1.05x at N4096, slower.
-  const bool inPlace = keys <= block && p.outView.dimStride == 1;
-  float* acc = inPlace ? oBase
+  const bool intoOutput = keys <= block && p.outView.dimStride == 1;
+  float* acc = intoOutput ? oBase
                        : scratchFloats(ScratchSlot::AttentionAcc, static_cast<size_t>(R * std::max<int64_t>(dv, 1)));
-  const int64_t accStride = inPlace ? p.outView.seqStride : dv;
+  const int64_t accStride = intoOutput ? p.outView.seqStride : dv;
   float state[5 * kAttentionQueryTile];
   float* runMax = state;
   float* runSum = state + R;
@@ -283,7 +284,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
 
   // Normalize: out = acc / sum (0 for a query that saw no key).
   for (int64_t r = 0; r < R; ++r) factor[r] = runSum[r] > 0.0f ? 1.0f / runSum[r] : 0.0f;
-  if (inPlace) {
+  if (intoOutput) {
     for (int64_t r = 0; r < R; ++r) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);
   } else {
     for (int64_t r = 0; r < R; ++r) {

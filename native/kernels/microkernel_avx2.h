@@ -2,8 +2,9 @@
 #include <cstdint>
 namespace mhsa {
 // See microkernel_avx2.cc.
-void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c, int64_t ldc,
-                         float alpha, bool accumulate, int mr, int nr, const float* bias, const float* prefetch);
+void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c,
+                         int64_t ldc, float alpha, bool accumulate, int mr, int nr, const float* bias,
+                         const float* prefetch);
 void microKernelDirect6x16Avx2(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                int64_t ldc, float alpha, bool accumulate, int rows, int cols);
 }

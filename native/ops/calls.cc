@@ -60,12 +60,8 @@ Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a
   args.bLength = b.length;
   args.cLength = c.length;
   args.outLength = out.length;
-  Status planned = planMatmul(args, &call->plan);
-  // planMatmul's messages start "matmul: "; another entry point names itself.
-  const std::string prefix = "matmul: ";
-  if (!planned.ok() && planned.message.compare(0, prefix.size(), prefix) == 0)
-    planned.message = std::string(fn) + ": " + planned.message.substr(prefix.size());
-  MHSA_RETURN_IF_ERROR(planned);
+  args.fn = fn;
+  MHSA_RETURN_IF_ERROR(planMatmul(args, &call->plan));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "a", a, 4, false));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, 4, false));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "c", c, 4, true));

@@ -9,32 +9,34 @@
 namespace mhsa {
 namespace {
 
-Status rankError(const char* arg, const Shape& s) {
-  return Status::rangeError(std::string("matmul: ") + arg + " must have at least 2 dims, received shape " +
+Status rankError(const char* fn, const char* arg, const Shape& s) {
+  return Status::rangeError(std::string(fn) + ": " + arg + " must have at least 2 dims, received shape " +
                             shapeToString(s));
 }
 
 }  // namespace
 
 Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
-  if (args.a.size() < 2) return rankError("a", args.a);
-  if (args.b.size() < 2) return rankError("b", args.b);
-  Status st = checkLength("matmul", "a", args.a, args.aLength);
+  // Messages name the entry point (matmul or layerNormMatmul); built only on failure.
+  auto error = [&](const std::string& message) { return Status::rangeError(std::string(args.fn) + ": " + message); };
+  if (args.a.size() < 2) return rankError(args.fn, "a", args.a);
+  if (args.b.size() < 2) return rankError(args.fn, "b", args.b);
+  Status st = checkLength(args.fn, "a", args.a, args.aLength);
   if (!st.ok()) return st;
   if (args.bPacked) {
     if (args.b.size() != 2 || args.transposeB)
-      return Status::rangeError("matmul: a packed b must be 2-D and not transposed (transpose when packing)");
+      return error("a packed b must be 2-D and not transposed (transpose when packing)");
     if (elementCount(args.b) < 0)
-      return Status::rangeError("matmul: packed b's shape " + shapeToString(args.b) + " is too large");
+      return error("packed b's shape " + shapeToString(args.b) + " is too large");
     const int64_t expected = packedBSize(args.b[0], args.b[1]);
     if (args.bLength != expected)
-      return Status::rangeError("matmul: packed b holds " + std::to_string(args.bLength) + " floats, expected " +
-                                std::to_string(expected) + " for " + shapeToString(args.b) + " packed for this CPU");
-  } else if (!(st = checkLength("matmul", "b", args.b, args.bLength)).ok()) {
+      return error("packed b holds " + std::to_string(args.bLength) + " floats, expected " +
+                   std::to_string(expected) + " for " + shapeToString(args.b) + " packed for this CPU");
+  } else if (!(st = checkLength(args.fn, "b", args.b, args.bLength)).ok()) {
     return st;
   }
-  if (args.hasC && !(st = checkLength("matmul", "c", args.c, args.cLength)).ok()) return st;
-  if (!(st = checkLength("matmul", "out", args.out, args.outLength)).ok()) return st;
+  if (args.hasC && !(st = checkLength(args.fn, "c", args.c, args.cLength)).ok()) return st;
+  if (!(st = checkLength(args.fn, "out", args.out, args.outLength)).ok()) return st;
 
   const size_t ra = args.a.size(), rb = args.b.size();
   const int64_t aRows = args.a[ra - 2], aCols = args.a[ra - 1];
@@ -44,29 +46,29 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   const int64_t kb = args.transposeB ? bCols : bRows;
   const int64_t n = args.transposeB ? bRows : bCols;
   if (k != kb)
-    return Status::rangeError("matmul: inner dims differ: op(a) is " + std::to_string(m) + "x" +
-                              std::to_string(k) + " but op(b) is " + std::to_string(kb) + "x" +
-                              std::to_string(n));
+    return error("inner dims differ: op(a) is " + std::to_string(m) + "x" +
+                 std::to_string(k) + " but op(b) is " + std::to_string(kb) + "x" +
+                 std::to_string(n));
 
   const Shape aBatch(args.a.begin(), args.a.end() - 2);
   const Shape bBatch(args.b.begin(), args.b.end() - 2);
   Shape batch;
   if (!broadcastShapes(aBatch, bBatch, &batch))
-    return Status::rangeError("matmul: batch dims of a " + shapeToString(aBatch) + " and b " +
-                              shapeToString(bBatch) + " do not broadcast");
+    return error("batch dims of a " + shapeToString(aBatch) + " and b " +
+                 shapeToString(bBatch) + " do not broadcast");
   Shape result = batch;
   result.push_back(m);
   result.push_back(n);
   if (elementCount(result) < 0)
-    return Status::rangeError("matmul: result shape " + shapeToString(result) + " is too large");
+    return error("result shape " + shapeToString(result) + " is too large");
   if (args.out != result)
-    return Status::rangeError("matmul: out.shape must be " + shapeToString(result) + ", received " +
-                              shapeToString(args.out));
+    return error("out.shape must be " + shapeToString(result) + ", received " +
+                 shapeToString(args.out));
   if (args.hasC) {
     Shape joined;
     if (args.c.size() > result.size() || !broadcastShapes(args.c, result, &joined) || joined != result)
-      return Status::rangeError("matmul: c.shape " + shapeToString(args.c) +
-                                " must broadcast to the result shape " + shapeToString(result));
+      return error("c.shape " + shapeToString(args.c) +
+                   " must broadcast to the result shape " + shapeToString(result));
   }
 
   plan->m = m;

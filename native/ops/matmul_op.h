@@ -8,6 +8,7 @@
 namespace mhsa {
 
 struct MatmulArgs {
+  const char* fn = "matmul";  // the entry point its errors name
   Shape a, b, out;
   Shape c;  // used only when hasC
   bool hasC = false;
