@@ -53,6 +53,11 @@ interface AttnSpec {
   paddedBatches?: number[];
   returnWeights?: boolean;
   out?: 'poisoned';
+  /**
+   * Keys whose rows of k (every batch and kv head) are scaled by 12: their logits stand up to ~20 (base 2) above
+   * the others', so a query's largest score comes long after its first keys.
+   */
+  hotKeys?: number[];
   /** For 3-D: pass kvHeads explicitly (default: only when Hkv !== H). For 4-D: also pass heads/kvHeads (redundant). */
   passHeads?: boolean;
 }
@@ -70,19 +75,32 @@ function shapeOf(layout: Layout, B: number, H: number, S: number, D: number): nu
   }
 }
 
-/** Flat index of output element (b, h, i, d) in the given layout. */
-function outIndex(s: AttnSpec, b: number, h: number, i: number, d: number): number {
-  const { H, Sq } = s;
-  const Dv = s.Dv ?? s.D;
-  switch (s.layout) {
+/** Flat index of element (b, h, i, d) of a [B, H, S, D] tensor in the given layout. */
+function elementIndex(
+  layout: Layout,
+  B: number,
+  H: number,
+  S: number,
+  D: number,
+  b: number,
+  h: number,
+  i: number,
+  d: number,
+): number {
+  switch (layout) {
     case 'bhsd':
-      return ((b * H + h) * Sq + i) * Dv + d;
+      return ((b * H + h) * S + i) * D + d;
     case 'bshd':
     case '3d':
-      return ((b * Sq + i) * H + h) * Dv + d;
+      return ((b * S + i) * H + h) * D + d;
     case 'bhds':
-      return ((b * H + h) * Dv + d) * Sq + i;
+      return ((b * H + h) * D + d) * S + i;
   }
+}
+
+/** Flat index of output element (b, h, i, d) in the given layout. */
+function outIndex(s: AttnSpec, b: number, h: number, i: number, d: number): number {
+  return elementIndex(s.layout, s.B, s.H, s.Sq, s.Dv ?? s.D, b, h, i, d);
 }
 
 function label(s: AttnSpec): string {
@@ -96,6 +114,7 @@ function label(s: AttnSpec): string {
   if (s.maskBlockedRows) parts.push(`blockedRows=${s.maskBlockedRows}`);
   if (s.padding) parts.push(`padding=${s.padding}`);
   if (s.paddedBatches) parts.push(`paddedBatches=${s.paddedBatches}`);
+  if (s.hotKeys) parts.push(`hotKeys=${s.hotKeys}`);
   if (s.returnWeights) parts.push('returnWeights');
   if (s.out) parts.push(`out=${s.out}`);
   return parts.join(' ');
@@ -121,6 +140,10 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
   const q = { data: guardedCopy(rng, randomFloat32(rng, numel(qShape)).map((x) => x * 2)), shape: qShape };
   const k = { data: guardedCopy(rng, randomFloat32(rng, numel(kShape)).map((x) => x * 2)), shape: kShape };
   const v = { data: guardedCopy(rng, randomFloat32(rng, numel(vShape))), shape: vShape };
+  for (const j of s.hotKeys ?? [])
+    for (let b = 0; b < s.B; b++)
+      for (let h = 0; h < Hkv; h++)
+        for (let d = 0; d < s.D; d++) k.data[elementIndex(s.layout, s.B, Hkv, s.Skv, s.D, b, h, j, d)] *= 12;
   const opts: AttentionOptions = {};
   if (s.layout === '3d') {
     opts.heads = s.H;
@@ -324,6 +347,24 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
       { layout, B: 1, H: 6, Hkv: 1, Sq: 17, Skv: 1, D: 3, Dv: 64, causal: true, maskShape: [1, 6, 17, 1] },
     ]),
   );
+
+  // With no mask, padding or causal rule and a head dim within one depth
+  // block, the AVX-512 table applies the softmax's exp inside the Q·Kᵀ
+  // micro-kernel, against a shift per query taken from its first 12 keys
+  // (native/kernels/attention.cc, scoresExp2Block). A later score more than
+  // 8 (base 2) above that shift sends its tile through raiseShift, which
+  // rescales the block's earlier rows, the running sum and, past the first
+  // 768-key block, the accumulator. Large scales and hot keys far from the
+  // first tile (in later key blocks too) make that happen; test/isa-paths
+  // runs the same cases on the tables without the fused kernel.
+  caseTest('exp in the scores kernel: shifts raised after the first tile', () => [
+    { layout: 'bhsd', B: 1, H: 3, Sq: 197, Skv: 197, D: 64, scale: 2, out: 'poisoned' },
+    { layout: 'bshd', B: 2, H: 2, Sq: 65, Skv: 63, D: 17, scale: 4, returnWeights: true },
+    { layout: 'bhds', B: 1, H: 2, Sq: 100, Skv: 197, D: 63, scale: 3, out: 'poisoned' },
+    { layout: '3d', B: 1, H: 2, Sq: 197, Skv: 197, D: 64, hotKeys: [13, 150, 196] },
+    { layout: 'bhsd', B: 1, H: 2, Sq: 100, Skv: 1700, D: 32, hotKeys: [900, 1650], out: 'poisoned' },
+    { layout: 'bshd', B: 1, H: 1, Sq: 17, Skv: 2000, D: 64, hotKeys: [1000, 1999], returnWeights: true },
+  ]);
 
   // Long key ranges exercise the kernel's internal splits: online-softmax key
   // blocks (768 keys) on the tiled path, and a decode row split across threads

@@ -127,6 +127,73 @@ void zeroRows(float* out, int64_t rows, int64_t cols, int64_t rowStride, int64_t
     for (int64_t j = 0; j < cols; ++j) out[i * rowStride + j * colStride] = 0.0f;
 }
 
+// Whether queryTile computes S^T with the exp in the micro-kernel's epilogue
+// (kt.scoresExp2Tile, scoresExp2Block). Masks, key padding and the causal rule
+// change scores after the product, so they keep the column passes; so does a
+// head dim deeper than one rank-k update.
+bool fusesScoresExp(const AttentionProblem& p, const KernelTable& kt) {
+  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && !p.causal && p.headDim > 0 && p.headDim <= kGemmKC;
+}
+
+// Where queryTile's online softmax stands for its R queries: shift[r], the
+// exponent subtracted from query r's scores so far (kNegInf before any), and
+// sum[r], the sum of their 2^(score - shift). acc (row stride accStride,
+// dv wide) holds the earlier key blocks' P · V once `started`.
+struct SoftmaxRun {
+  float* shift;
+  float* sum;
+  float* acc;
+  int64_t accStride, dv;
+  bool started;
+};
+
+// A tile that scoresExp2Tile left raw: some score passed its column's shift
+// by more than kScoresExp2Headroom (or the column saw only -inf or NaN so
+// far). Each of its columns' shift rises to the column's largest score, what
+// was computed under the old shift is scaled by 2^(old - new) (this block's
+// rows above the tile, the running sum, and the accumulator of earlier
+// blocks), and the tile gets its exp as the column passes give it.
+void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, int rows, int64_t col, int cols,
+                SoftmaxRun& run) {
+  float top[32], factor[32], expShift[32];
+  float* tile = block + row * ld + col;
+  std::copy(run.shift + col, run.shift + col + cols, top);
+  kt.colMax(tile, rows, ld, cols, top);
+  for (int c = 0; c < cols; ++c) {
+    const float old = run.shift[col + c], m = top[c];
+    factor[c] = old == kNegInf ? 0.0f : (m == old ? 1.0f : std::exp2(old - m));
+    run.shift[col + c] = m;
+    run.sum[col + c] *= factor[c];
+    expShift[c] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
+  }
+  kt.scaleColumns(block + col, row, ld, cols, factor);
+  if (run.started)
+    for (int c = 0; c < cols; ++c)
+      if (factor[c] != 1.0f) kt.scaleInPlace(run.acc + (col + c) * run.accStride, run.dv, factor[c]);
+  kt.exp2SubColumns(tile, rows, ld, cols, expShift, run.sum + col);
+}
+
+// S^T = alpha · K · Q^T for keys [k0, k0 + kb) into s (row stride R), each
+// score leaving the micro-kernel as 2^(score - shift) with its column sums
+// added (kt.scoresExp2Tile). A column's shift is the largest score of its
+// first tile and rises only through raiseShift, so the scores need neither a
+// pass for their maximum nor one for their exp.
+void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim, int64_t k0, int64_t kb,
+                     const float* qbuf, int64_t R, float alpha, float* s, SoftmaxRun& run) {
+  for (int64_t ir = 0; ir < kb; ir += kt.mr) {
+    const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
+    // K's rows in place, or its packed sliver (one depth block: headDim <= kGemmKC).
+    const float* a = kv.inPlace ? kv.k + (k0 + ir) * kv.kStride : kv.k + (k0 + ir) * headDim;
+    const int64_t rowStep = kv.inPlace ? kv.kStride : 1, depthStep = kv.inPlace ? 1 : kt.mr;
+    for (int64_t jr = 0; jr < R; jr += kt.nr) {
+      const int cols = static_cast<int>(std::min<int64_t>(kt.nr, R - jr));
+      if (!kt.scoresExp2Tile(headDim, a, rowStep, depthStep, qbuf + jr * headDim, s + ir * R + jr, R, alpha, rows,
+                             cols, run.shift + jr, k0 == 0 && ir == 0, run.sum + jr))
+        raiseShift(kt, s, R, ir, rows, jr, cols, run);
+    }
+  }
+}
+
 // Queries [i0, i1) of head h (kv head g) in batch b, against packed K and V.
 // Keys are taken in blocks of kAttentionKeyBlock with an online softmax: a
 // running max and sum per query, the output accumulator rescaled only when a
@@ -177,6 +244,9 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   float* factor = state + 4 * R;
   std::fill(runMax, runMax + R, kNegInf);
   std::fill(runSum, runSum + R, 0.0f);
+  // The fused path keeps its shift in runMax (see SoftmaxRun).
+  const bool fused = fusesScoresExp(p, kt);
+  SoftmaxRun run{runMax, runSum, acc, accStride, dv, false};
 
   GemmProblem sp{};
   sp.n = R;
@@ -202,60 +272,66 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
       if (std::all_of(pad, pad + kb, [](uint8_t x) { return x != 0; })) continue;  // nothing visible here
     }
-    // S^T rows for keys [k0, k0+kb): K's slivers for them start at k0 (a multiple of mr).
-    sp.m = kb;
-    if (p.headDim == 0) std::fill(s, s + kb * R, 0.0f);
-    for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, p.headDim - pc);
-      const float* qBlock = qbuf + rPadded * pc;
-      if (!kv.inPlace) {
-        gemmMacroKernel(kt, sp, 0, kb, 0, 0, R, kc, kv.k + keysPadded * pc + k0 * kc, kc, kt.mr, qBlock, kc, pc > 0);
-        continue;
+    if (fused) {
+      run.started = started;
+      scoresExp2Block(kt, kv, p.headDim, k0, kb, qbuf, R, sp.alpha, s, run);
+    } else {
+      // S^T rows for keys [k0, k0+kb): K's slivers for them start at k0 (a multiple of mr).
+      sp.m = kb;
+      if (p.headDim == 0) std::fill(s, s + kb * R, 0.0f);
+      for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC) {
+        const int64_t kc = std::min(kGemmKC, p.headDim - pc);
+        const float* qBlock = qbuf + rPadded * pc;
+        if (!kv.inPlace) {
+          gemmMacroKernel(kt, sp, 0, kb, 0, 0, R, kc, kv.k + keysPadded * pc + k0 * kc, kc, kt.mr, qBlock, kc, pc > 0);
+          continue;
+        }
+        for (int64_t ir = 0; ir < kb; ir += kt.mr) {
+          const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
+          const float* kRows = kv.k + (k0 + ir) * kv.kStride + pc;
+          for (int64_t jr = 0; jr < R; jr += kt.nr)
+            kt.microKernelDirect(kc, kRows, kv.kStride, qBlock + jr * kc, kt.nr, s + ir * R + jr, R, sp.alpha, pc > 0,
+                                 rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)));
+        }
       }
-      for (int64_t ir = 0; ir < kb; ir += kt.mr) {
-        const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
-        const float* kRows = kv.k + (k0 + ir) * kv.kStride + pc;
-        for (int64_t jr = 0; jr < R; jr += kt.nr)
-          kt.microKernelDirect(kc, kRows, kv.kStride, qBlock + jr * kc, kt.nr, s + ir * R + jr, R, sp.alpha, pc > 0,
-                               rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)));
+      if (p.mask) {
+        const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + k0 * p.maskStride[3];
+        for (int64_t r = 0; r < R; ++r) {
+          const float* m = mb + (i0 + r) * p.maskStride[2];
+          for (int64_t j = 0; j < kb; ++j) s[j * R + r] += maskToBase2(m[j * p.maskStride[3]]);
+        }
       }
-    }
-    if (p.mask) {
-      const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + k0 * p.maskStride[3];
-      for (int64_t r = 0; r < R; ++r) {
-        const float* m = mb + (i0 + r) * p.maskStride[2];
-        for (int64_t j = 0; j < kb; ++j) s[j * R + r] += maskToBase2(m[j * p.maskStride[3]]);
+      if (p.keyPadding) {
+        const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
+        for (int64_t j = 0; j < kb; ++j)
+          if (pad[j]) std::fill(s + j * R, s + (j + 1) * R, kNegInf);
       }
-    }
-    if (p.keyPadding) {
-      const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
-      for (int64_t j = 0; j < kb; ++j)
-        if (pad[j]) std::fill(s + j * R, s + (j + 1) * R, kNegInf);
-    }
-    if (p.causal) {
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t j = std::max<int64_t>(k0, visibleKeys(p, i0 + r)); j < k0 + kb; ++j) s[(j - k0) * R + r] = kNegInf;
-    }
+      if (p.causal) {
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t j = std::max<int64_t>(k0, visibleKeys(p, i0 + r)); j < k0 + kb; ++j)
+            s[(j - k0) * R + r] = kNegInf;
+      }
 
-    // Online softmax update, down each column (one column per query).
-    std::fill(blockMax, blockMax + R, kNegInf);
-    kt.colMax(s, kb, R, R, blockMax);
-    bool rescale = false;
-    for (int64_t r = 0; r < R; ++r) {
-      const float m = std::max(runMax[r], blockMax[r]);
-      // Factor applied to what the accumulator holds so far: 2^(old - new).
-      factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp2(runMax[r] - m));
-      rescale |= started && factor[r] != 1.0f;
-      runMax[r] = m;
-      shift[r] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
-      runSum[r] *= factor[r];
-      blockMax[r] = 0.0f;  // reused as this block's sum
+      // Online softmax update, down each column (one column per query).
+      std::fill(blockMax, blockMax + R, kNegInf);
+      kt.colMax(s, kb, R, R, blockMax);
+      bool rescale = false;
+      for (int64_t r = 0; r < R; ++r) {
+        const float m = std::max(runMax[r], blockMax[r]);
+        // Factor applied to what the accumulator holds so far: 2^(old - new).
+        factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp2(runMax[r] - m));
+        rescale |= started && factor[r] != 1.0f;
+        runMax[r] = m;
+        shift[r] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
+        runSum[r] *= factor[r];
+        blockMax[r] = 0.0f;  // reused as this block's sum
+      }
+      kt.exp2SubColumns(s, kb, R, R, shift, blockMax);
+      for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
+      if (rescale)
+        for (int64_t r = 0; r < R; ++r)
+          if (factor[r] != 1.0f) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);
     }
-    kt.exp2SubColumns(s, kb, R, R, shift, blockMax);
-    for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
-    if (rescale)
-      for (int64_t r = 0; r < R; ++r)
-        if (factor[r] != 1.0f) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);
 
     // acc (+)= P · V for the block; P = (S^T)^T is already the micro-kernel's
     // A layout (for each key, the tile's queries are contiguous: step R).

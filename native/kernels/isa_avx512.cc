@@ -8,12 +8,14 @@
 #include "exp2_poly.h"
 #include "kernel_table.h"
 #include "microkernel_avx512.h"
+#include "scores_avx512.h"
 #include "softmax_avx512.h"
 
 #define MHSA_KERNEL_TABLE_NAME "avx512"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
 #define MHSA_EXP2_SUB_COLUMNS ::mhsa::exp2SubColumnsAvx512
+#define MHSA_SCORES_EXP2_TILE ::mhsa::scoresExp2Tile12x32Avx512
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx512
 #define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512

@@ -6,6 +6,16 @@
 
 namespace mhsa {
 
+// How far (base 2) a score may lie above its column's shift for
+// KernelTable::scoresExp2Tile to apply the exp: its terms are then at most
+// 2^8. The shift of a column is the largest score of its first tile and
+// rises only when a later score passes it by more than this, so the rescaling
+// that an exact running max needs at almost every tile happens rarely. The
+// price is 8 bits of the float range: the weighted sum of V's rows may reach
+// 256 times a softmax's (an output overflows only when |v| * keys * 256
+// passes FLT_MAX).
+constexpr float kScoresExp2Headroom = 8.0f;
+
 struct KernelTable {
   const char* name;
 
@@ -59,6 +69,19 @@ struct KernelTable {
   void (*colMax)(const float* s, int64_t rows, int64_t ld, int64_t cols, float* m);
   void (*exp2SubColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* shift, float* sum);
   void (*scaleColumns)(float* s, int64_t rows, int64_t ld, int64_t cols, const float* f);
+
+  // Attention's S^T tile with the column softmax's exp in its epilogue
+  // (attention.cc, scoresExp2Block), or null where the ISA has none (the
+  // column passes above then do it). The tile, for i < rows <= mr, j < cols <= nr,
+  //   t[i][j] = alpha * sum_k a[i * aRowStep + k * aDepthStep] * b[k * nr + j]
+  // (b a packed sliver; a K sliver when aRowStep == 1, else K's rows in
+  // place). With setShift, shift[j] = max_i t[i][j] first. Then, if every
+  // t[i][j] - shift[j] <= kScoresExp2Headroom: c[i * ldc + j] =
+  // 2^(t[i][j] - shift[j]), sum[j] += those in row order, returns true.
+  // Otherwise (a column rose further above its shift, or a NaN argument):
+  // c = t, shift and sum untouched, returns false.
+  bool (*scoresExp2Tile)(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
+                         int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift, float* sum);
 
   // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.
   float (*dot)(const float* a, const float* b, int64_t n);

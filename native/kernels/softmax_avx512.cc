@@ -6,19 +6,11 @@
 // no trip through the exponent bits. Compiled with the AVX-512 flags only.
 #include "softmax_avx512.h"
 
-#include "exp2_poly.h"
-
-#include <immintrin.h>
+#include "avx512_intrinsics.h"
+#include "exp2_avx512.h"
 
 #include <algorithm>
 #include <cstdint>
-
-// GCC 12's _mm512_min_ps/_mm512_max_ps/_mm512_reduce_* pass _mm512_undefined_ps() through
-// an inlined mask form, which -Wmaybe-uninitialized reports (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 
 namespace mhsa {
 
@@ -44,25 +36,6 @@ inline __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), below, _mm512_setzero_ps());
-}
-
-// 2^x, for attention's column softmax: its logits arrive already scaled by
-// log2(e) (folded into the Q·Kᵀ alpha), so there is no multiply by log2(e) and
-// no two-part ln2 reduction. n = round(x) and r = x - n (vreduceps, exact)
-// come from x independently; 2^r on [-1/2, 1/2] by kExp2Poly (exp2_poly.h),
-// then vscalefps applies 2^n, and its zero-masked form gives 0 below 2^-126
-// (a denormal result, as exp512 does), which also covers -inf. No clamp:
-// vreduceps gives r = 0 for ±inf (so +inf gives 2^+inf = +inf, not the NaN of
-// inf - round(inf)), and vscalefps saturates to +inf past 2^127; a NaN passes
-// through every step. (A min against 128 before round and subtract cost ~10 %
-// of the column pass in L1.)
-inline __m512 exp2Avx512(__m512 x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);  // true for NaN
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 p = _mm512_set1_ps(kExp2Poly[0]);
-  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[t]));
-  return _mm512_maskz_scalef_ps(normal, p, n);
 }
 
 }  // namespace

@@ -424,6 +424,101 @@ TEST(exp2_sub_columns_accuracy_and_edges) {
   CHECK(std::isinf(edge[9]));
 }
 
+// Attention's scores tile with the exp in its epilogue (KernelTable::scoresExp2Tile;
+// only the AVX-512 table has one, the others run the column passes, which
+// the test above covers): every rows x cols edge, A as a packed sliver and as
+// rows in place, against float64. The shift it sets is the column max; given
+// a shift, the exps and sums follow it up to kScoresExp2Headroom above; past
+// that the tile is left raw and shift and sums untouched. Lanes past cols
+// stay unwritten.
+TEST(scores_exp2_tile_against_float64) {
+  const KernelTable& kt = kernels();
+  if (!kt.scoresExp2Tile) return;
+  std::mt19937_64 rng(testSeed() + 31);
+  const int64_t kc = 37, lda = kc + 3, ldc = 40;
+  const float alpha = 1.7f, sumStart = 0.25f, unset = -12345.0f;
+  for (int rows = 1; rows <= kt.mr; ++rows)
+    for (int cols : {1, 5, 16, 17, 31, 32}) {
+      if (cols > kt.nr) continue;
+      for (bool packed : {true, false}) {
+        const std::string where = std::string(packed ? "packed" : "rows") + " " + std::to_string(rows) + "x" +
+                                  std::to_string(cols);
+        const auto kRows = randomFloats(rng, static_cast<size_t>(rows * lda), -1, 1);
+        std::vector<float> sliver(static_cast<size_t>(kc * kt.mr), 0.0f);
+        for (int i = 0; i < rows; ++i)
+          for (int64_t k = 0; k < kc; ++k) sliver[k * kt.mr + i] = kRows[i * lda + k];
+        const auto q = randomFloats(rng, static_cast<size_t>(kc * kt.nr), -1, 1);
+        std::vector<double> t(static_cast<size_t>(rows * cols));
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < kc; ++k) acc += double(kRows[i * lda + k]) * q[k * kt.nr + j];
+            t[i * cols + j] = alpha * acc;
+          }
+        auto call = [&](std::vector<float>& c, std::vector<float>& shift, std::vector<float>& sum, bool setShift) {
+          return kt.scoresExp2Tile(kc, packed ? sliver.data() : kRows.data(), packed ? 1 : lda, packed ? kt.mr : 1,
+                                   q.data(), c.data(), ldc, alpha, rows, cols, shift.data(), setShift, sum.data());
+        };
+        // Checks c, shift and sum after a successful call against float64.
+        auto checkExps = [&](const std::vector<float>& c, const std::vector<float>& shift,
+                             const std::vector<float>& sum) {
+          for (int j = 0; j < kt.nr; ++j) {
+            if (j >= cols) {
+              CHECK_MSG(shift[j] == unset && sum[j] == sumStart, where + ": a lane past cols was written");
+              continue;
+            }
+            float want = sumStart;  // the exps as stored, added in row order
+            for (int i = 0; i < rows; ++i) {
+              const double e = std::exp2(t[i * cols + j] - shift[j]);
+              want += c[i * ldc + j];
+              CHECK_MSG(std::fabs(c[i * ldc + j] - e) <= 2e-6 * e, where + ": exp at (" + std::to_string(i) + ", " +
+                                                                         std::to_string(j) + ")");
+            }
+            CHECK_MSG(sum[j] == want, where + ": column sum " + std::to_string(j));
+          }
+          for (int i = 0; i < rows; ++i)
+            for (int j = cols; j < ldc; ++j) CHECK_MSG(std::isnan(c[i * ldc + j]), where + ": wrote past cols");
+        };
+
+        // The first tile of a column sets its shift: the largest score.
+        std::vector<float> c = poisoned(static_cast<size_t>(rows * ldc));
+        std::vector<float> shift(static_cast<size_t>(kt.nr), unset), sum(static_cast<size_t>(kt.nr), sumStart);
+        CHECK_MSG(call(c, shift, sum, true), where + ": setShift must succeed on finite scores");
+        for (int j = 0; j < cols; ++j) {
+          double top = -INFINITY;
+          for (int i = 0; i < rows; ++i) top = std::max(top, t[i * cols + j]);
+          CHECK_MSG(std::fabs(shift[j] - top) <= 1e-5 * (1 + std::fabs(top)), where + ": shift " + std::to_string(j));
+        }
+        checkExps(c, shift, sum);
+
+        // A given shift up to the headroom below the scores: exps up to 2^8.
+        for (int j = 0; j < cols; ++j) shift[j] -= kScoresExp2Headroom - 0.5f;
+        std::fill(sum.begin(), sum.end(), sumStart);
+        c = poisoned(c.size());
+        CHECK_MSG(call(c, shift, sum, false), where + ": within the headroom must succeed");
+        checkExps(c, shift, sum);
+
+        // One column further below: the raw tile, shift and sum as they were.
+        const std::vector<float> shiftBefore = shift, sumBefore = sum;
+        shift[cols - 1] -= 2.0f;
+        const float lowered = shift[cols - 1];
+        c = poisoned(c.size());
+        CHECK_MSG(!call(c, shift, sum, false), where + ": past the headroom must fail");
+        CHECK_MSG(shift[cols - 1] == lowered && sum == sumBefore, where + ": a failed tile changed shift or sum");
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < ldc; ++j) {
+            const float got = c[i * ldc + j];
+            if (j >= cols) {
+              CHECK_MSG(std::isnan(got), where + ": wrote past cols");
+              continue;
+            }
+            const double want = t[i * cols + j];
+            CHECK_MSG(std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)), where + ": raw score");
+          }
+      }
+    }
+}
+
 // The row pieces of softmax (kernels().rowMax and expScaledSum, intrinsics on
 // AVX2 and AVX-512): every tail length up to 33 and a long row, the exact
 // maximum, exp within 3 ulp of float64 over the range softmax feeds it, the

@@ -1,0 +1,12 @@
+// <immintrin.h> for the files compiled with the AVX-512 flags, with one GCC 12
+// false positive silenced: _mm512_min_ps, _mm512_max_ps and _mm512_reduce_*
+// pass _mm512_undefined_ps() through an inlined mask form, which
+// -Wmaybe-uninitialized reports (GCC bug 105593).
+#pragma once
+
+#include <immintrin.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif

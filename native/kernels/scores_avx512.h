@@ -1,0 +1,8 @@
+#pragma once
+#include <cstdint>
+namespace mhsa {
+// See scores_avx512.cc and KernelTable::scoresExp2Tile.
+bool scoresExp2Tile12x32Avx512(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b,
+                               float* c, int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift,
+                               float* sum);
+}
