@@ -9,6 +9,10 @@
  *   node benchmarks/ab-addons.js A.node B.node attention-bshd [heads=12] [tokens=197] [rounds=30] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
  *
+ * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
+ * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
+ * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often).
+ *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
  * own thread pool) in a temporary directory. The two are timed in alternating
  * bursts, the order swapped every round, each burst after one untimed call
@@ -99,12 +103,13 @@ function workload() {
   const n = heads * tokens * 64;
   const q = { data: rnd(n), shape }, k = { data: rnd(n), shape }, v = { data: rnd(n), shape };
   return {
-    label: `attention B1 H${heads} N${tokens} d64${bshd ? ' bshd' : ''}`,
+    label: `attention B1 H${heads} N${tokens} d64${bshd ? ' bshd' : ''}${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}`,
     rounds,
     burst,
     prepare(m) {
       const out = { data: new Float32Array(n), shape };
       const opts = bshd ? { heads, out } : { out };
+      if (process.env.AB_SCALE) opts.scale = Number(process.env.AB_SCALE);
       return { out, run: () => m.attention(q, k, v, opts) };
     },
   };

@@ -54,7 +54,7 @@ interface AttnSpec {
   returnWeights?: boolean;
   out?: 'poisoned';
   /**
-   * Keys whose rows of k (every batch and kv head) are scaled by 12: their logits stand up to ~20 (base 2) above
+   * Keys whose rows of k (every batch and kv head) are scaled by 40: their logits stand up to ~100 (base 2) above
    * the others', so a query's largest score comes long after its first keys.
    */
   hotKeys?: number[];
@@ -143,7 +143,7 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
   for (const j of s.hotKeys ?? [])
     for (let b = 0; b < s.B; b++)
       for (let h = 0; h < Hkv; h++)
-        for (let d = 0; d < s.D; d++) k.data[elementIndex(s.layout, s.B, Hkv, s.Skv, s.D, b, h, j, d)] *= 12;
+        for (let d = 0; d < s.D; d++) k.data[elementIndex(s.layout, s.B, Hkv, s.Skv, s.D, b, h, j, d)] *= 40;
   const opts: AttentionOptions = {};
   if (s.layout === '3d') {
     opts.heads = s.H;
@@ -352,15 +352,15 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
   // block, the AVX-512 table applies the softmax's exp inside the Q·Kᵀ
   // micro-kernel, against a shift per query taken from its first 12 keys
   // (native/kernels/attention.cc, scoresExp2Block). A later score more than
-  // 8 (base 2) above that shift sends its tile through raiseShift, which
-  // rescales the block's earlier rows, the running sum and, past the first
-  // 768-key block, the accumulator. Large scales and hot keys far from the
-  // first tile (in later key blocks too) make that happen; test/isa-paths
-  // runs the same cases on the tables without the fused kernel.
+  // 56 (base 2) above the first tile's max sends its tile through raiseShift,
+  // which rescales the block's earlier rows, the running sum and, past the
+  // first 768-key block, the accumulator. Large scales and hot keys far from
+  // the first tile (in later key blocks too) make that happen; test/isa-paths
+  // runs such cases on the tables without the fused kernel too.
   caseTest('exp in the scores kernel: shifts raised after the first tile', () => [
-    { layout: 'bhsd', B: 1, H: 3, Sq: 197, Skv: 197, D: 64, scale: 2, out: 'poisoned' },
-    { layout: 'bshd', B: 2, H: 2, Sq: 65, Skv: 63, D: 17, scale: 4, returnWeights: true },
-    { layout: 'bhds', B: 1, H: 2, Sq: 100, Skv: 197, D: 63, scale: 3, out: 'poisoned' },
+    { layout: 'bhsd', B: 1, H: 3, Sq: 197, Skv: 197, D: 64, scale: 5, out: 'poisoned' },
+    { layout: 'bshd', B: 2, H: 2, Sq: 65, Skv: 63, D: 17, scale: 12, returnWeights: true },
+    { layout: 'bhds', B: 1, H: 2, Sq: 100, Skv: 197, D: 63, scale: 6, out: 'poisoned' },
     { layout: '3d', B: 1, H: 2, Sq: 197, Skv: 197, D: 64, hotKeys: [13, 150, 196] },
     { layout: 'bhsd', B: 1, H: 2, Sq: 100, Skv: 1700, D: 32, hotKeys: [900, 1650], out: 'poisoned' },
     { layout: 'bshd', B: 1, H: 1, Sq: 17, Skv: 2000, D: 64, hotKeys: [1000, 1999], returnWeights: true },

@@ -100,8 +100,8 @@ const at = [
   { layout: 'bshd', B: 2, H: 4, Hkv: 2, Sq: 197, Skv: 197, D: 64, Dv: 64, causal: true, mask: [197, 197], pad: true, weights: true },
   // nothing masked: the AVX-512 path applies the exp in the Q·Kᵀ kernel (K in place, then packed over
   // three key blocks); scales this large raise the shifts of many columns after their first tile
-  { layout: 'bhsd', B: 1, H: 2, Hkv: 2, Sq: 197, Skv: 197, D: 64, Dv: 64, scale: 2, weights: true },
-  { layout: 'bshd', B: 1, H: 2, Hkv: 1, Sq: 100, Skv: 1700, D: 32, Dv: 17, scale: 1.5 },
+  { layout: 'bhsd', B: 1, H: 2, Hkv: 2, Sq: 197, Skv: 197, D: 64, Dv: 64, scale: 5, weights: true },
+  { layout: 'bshd', B: 1, H: 2, Hkv: 1, Sq: 100, Skv: 1700, D: 32, Dv: 17, scale: 7 },
 ];
 for (const t of at) {
   const label = 'attention ' + JSON.stringify(t);

@@ -149,18 +149,19 @@ struct SoftmaxRun {
 
 // A tile that scoresExp2Tile left raw: some score passed its column's shift
 // by more than kScoresExp2Headroom (or the column saw only -inf or NaN so
-// far). Each of its columns' shift rises to the column's largest score, what
-// was computed under the old shift is scaled by 2^(old - new) (this block's
-// rows above the tile, the running sum, and the accumulator of earlier
-// blocks), and the tile gets its exp as the column passes give it.
+// far). Such a column's shift rises to its largest score plus
+// kScoresExp2ShiftMargin, what was computed under the old shift is scaled by
+// 2^(old - new) (this block's rows above the tile, the running sum, and the
+// accumulator of earlier blocks), and the tile gets its exp as the column
+// passes give it.
 void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, int rows, int64_t col, int cols,
                 SoftmaxRun& run) {
   float top[32], factor[32], expShift[32];
   float* tile = block + row * ld + col;
-  std::copy(run.shift + col, run.shift + col + cols, top);
+  std::fill(top, top + cols, kNegInf);
   kt.colMax(tile, rows, ld, cols, top);
   for (int c = 0; c < cols; ++c) {
-    const float old = run.shift[col + c], m = top[c];
+    const float old = run.shift[col + c], m = std::max(old, top[c] + kScoresExp2ShiftMargin);
     factor[c] = old == kNegInf ? 0.0f : (m == old ? 1.0f : std::exp2(old - m));
     run.shift[col + c] = m;
     run.sum[col + c] *= factor[c];
@@ -175,9 +176,9 @@ void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, in
 
 // S^T = alpha · K · Q^T for keys [k0, k0 + kb) into s (row stride R), each
 // score leaving the micro-kernel as 2^(score - shift) with its column sums
-// added (kt.scoresExp2Tile). A column's shift is the largest score of its
-// first tile and rises only through raiseShift, so the scores need neither a
-// pass for their maximum nor one for their exp.
+// added (kt.scoresExp2Tile). A column's shift comes from its first tile and
+// rises only through raiseShift (see kScoresExp2ShiftMargin), so the scores
+// need neither a pass for their maximum nor one for their exp.
 void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim, int64_t k0, int64_t kb,
                      const float* qbuf, int64_t R, float alpha, float* s, SoftmaxRun& run) {
   for (int64_t ir = 0; ir < kb; ir += kt.mr) {

@@ -59,6 +59,7 @@ bool scoresTile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep
     if (setShift) {
       sh[v] = t[0][v];
       for (int i = 1; i < R; ++i) sh[v] = _mm512_max_ps(sh[v], t[i][v]);
+      sh[v] = _mm512_add_ps(sh[v], _mm512_set1_ps(kScoresExp2ShiftMargin));
     } else {
       sh[v] = _mm512_maskz_loadu_ps(mask[v], shift + 16 * v);
     }
