@@ -29,4 +29,14 @@ inline __m512 exp2Avx512(__m512 x) {
   return _mm512_maskz_scalef_ps(normal, p, n);
 }
 
+// The same on 8 lanes (AVX-512VL), for a tile of at most 8 queries.
+inline __m256 exp2Avx512(__m256 x) {
+  const __mmask8 normal = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ);
+  const __m256 n = _mm256_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = _mm256_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 p = _mm256_set1_ps(kExp2Poly[0]);
+  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[t]));
+  return _mm256_maskz_scalef_ps(normal, p, n);
+}
+
 }  // namespace mhsa

@@ -17,91 +17,130 @@ namespace {
 
 constexpr int kNR = 32;
 
-inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
+// One register of query lanes: 16 in a zmm, or 8 in a ymm for a last sliver
+// of at most 8 queries (N = 197 leaves 5). Zen 4 issues two 256-bit FMAs per
+// cycle where it issues one 512-bit FMA, so the narrow tile costs half.
+struct Zmm {
+  using Vec = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16;
+  static Mask low(int n) { return n >= 16 ? Mask(0xFFFF) : n <= 0 ? Mask(0) : Mask((1u << n) - 1); }
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec set1(float x) { return _mm512_set1_ps(x); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec loadz(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+  static void store(float* p, Mask m, Vec x) { _mm512_mask_storeu_ps(p, m, x); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+  // Lanes of m where a > b or either is NaN.
+  static Mask notLessEqual(Mask m, Vec a, Vec b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
+};
 
-// R keys x V vectors of 16 queries. UnitRowStep: A is a packed sliver (the R
+struct Ymm {
+  using Vec = __m256;
+  using Mask = __mmask8;
+  static constexpr int kLanes = 8;
+  static Mask low(int n) { return n >= 8 ? Mask(0xFF) : n <= 0 ? Mask(0) : Mask((1u << n) - 1); }
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec set1(float x) { return _mm256_set1_ps(x); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec loadz(Mask m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
+  static void store(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+  static void store(float* p, Mask m, Vec x) { _mm256_mask_storeu_ps(p, m, x); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+  static Mask notLessEqual(Mask m, Vec a, Vec b) { return _mm256_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
+};
+
+// R keys x V registers of queries. UnitRowStep: A is a packed sliver (the R
 // values of one k are adjacent); otherwise A is R rows of K read in place.
-template <int R, int V, bool UnitRowStep>
+template <class X, int R, int V, bool UnitRowStep>
 bool scoresTile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
                 int64_t ldc, float alpha, int cols, float* shift, bool setShift, float* sum) {
-  __m512 t[R][V];
+  using Vec = typename X::Vec;
+  constexpr int L = X::kLanes;
+  Vec t[R][V];
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) t[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) t[i][v] = X::zero();
   for (int64_t k = 0; k < kc; ++k) {
-    __m512 bv[V];
-    for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+    Vec bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = X::load(b + L * v);
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
-      const __m512 av = _mm512_set1_ps(UnitRowStep ? a[i] : a[i * aRowStep]);
-      for (int v = 0; v < V; ++v) t[i][v] = _mm512_fmadd_ps(av, bv[v], t[i][v]);
+      const Vec av = X::set1(UnitRowStep ? a[i] : a[i * aRowStep]);
+      for (int v = 0; v < V; ++v) t[i][v] = X::fmadd(av, bv[v], t[i][v]);
     }
     a += aDepthStep;
     b += kNR;
   }
-  const __m512 va = _mm512_set1_ps(alpha);
+  const Vec va = X::set1(alpha);
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) t[i][v] = _mm512_mul_ps(t[i][v], va);
+    for (int v = 0; v < V; ++v) t[i][v] = X::mul(t[i][v], va);
 
-  const bool whole = cols == 16 * V;
-  const __mmask16 mask[2] = {lowLanes(cols), lowLanes(cols - 16)};
-  auto store = [&](float* p, int v, __m512 x) {
+  const bool whole = cols == L * V;
+  const typename X::Mask mask[2] = {X::low(cols), X::low(cols - L)};
+  auto store = [&](float* p, int v, Vec x) {
     if (whole)
-      _mm512_storeu_ps(p, x);
+      X::store(p, x);
     else
-      _mm512_mask_storeu_ps(p, mask[v], x);
+      X::store(p, mask[v], x);
   };
-  __m512 sh[V];
+  Vec sh[V];
   for (int v = 0; v < V; ++v) {
     if (setShift) {
       sh[v] = t[0][v];
-      for (int i = 1; i < R; ++i) sh[v] = _mm512_max_ps(sh[v], t[i][v]);
-      sh[v] = _mm512_add_ps(sh[v], _mm512_set1_ps(kScoresExp2ShiftMargin));
+      for (int i = 1; i < R; ++i) sh[v] = X::max(sh[v], t[i][v]);
+      sh[v] = X::add(sh[v], X::set1(kScoresExp2ShiftMargin));
     } else {
-      sh[v] = _mm512_maskz_loadu_ps(mask[v], shift + 16 * v);
+      sh[v] = X::loadz(mask[v], shift + L * v);
     }
   }
   // Not less or equal, unordered: a NaN argument (a NaN score, or a column
   // whose shift is -inf) also takes the caller's general path.
-  const __m512 headroom = _mm512_set1_ps(kScoresExp2Headroom);
-  __mmask16 over = 0;
+  const Vec headroom = X::set1(kScoresExp2Headroom);
+  typename X::Mask over = 0;
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v)
-      over |= _mm512_mask_cmp_ps_mask(mask[v], _mm512_sub_ps(t[i][v], sh[v]), headroom, _CMP_NLE_UQ);
+    for (int v = 0; v < V; ++v) over |= X::notLessEqual(mask[v], X::sub(t[i][v], sh[v]), headroom);
   if (over) {
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i)
-      for (int v = 0; v < V; ++v) store(c + i * ldc + 16 * v, v, t[i][v]);
+      for (int v = 0; v < V; ++v) store(c + i * ldc + L * v, v, t[i][v]);
     return false;
   }
-  __m512 s[V];
+  Vec s[V];
   for (int v = 0; v < V; ++v) {
-    if (setShift) store(shift + 16 * v, v, sh[v]);
-    s[v] = _mm512_maskz_loadu_ps(mask[v], sum + 16 * v);
+    if (setShift) store(shift + L * v, v, sh[v]);
+    s[v] = X::loadz(mask[v], sum + L * v);
   }
   // Row by row, as the column pass adds them, so the sums keep its order.
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) {
-      const __m512 e = exp2Avx512(_mm512_sub_ps(t[i][v], sh[v]));
-      store(c + i * ldc + 16 * v, v, e);
-      s[v] = _mm512_add_ps(s[v], e);
+      const Vec e = exp2Avx512(X::sub(t[i][v], sh[v]));
+      store(c + i * ldc + L * v, v, e);
+      s[v] = X::add(s[v], e);
     }
-  for (int v = 0; v < V; ++v) store(sum + 16 * v, v, s[v]);
+  for (int v = 0; v < V; ++v) store(sum + L * v, v, s[v]);
   return true;
 }
 
-template <int V, bool UnitRowStep>
+template <class X, int V, bool UnitRowStep>
 bool scoresRows(int rows, int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
                 int64_t ldc, float alpha, int cols, float* shift, bool setShift, float* sum) {
   switch (rows) {
 #define MHSA_SCORES_CASE(R) \
   case R:                   \
-    return scoresTile<R, V, UnitRowStep>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
+    return scoresTile<X, R, V, UnitRowStep>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
     MHSA_SCORES_CASE(1) MHSA_SCORES_CASE(2) MHSA_SCORES_CASE(3) MHSA_SCORES_CASE(4)
     MHSA_SCORES_CASE(5) MHSA_SCORES_CASE(6) MHSA_SCORES_CASE(7) MHSA_SCORES_CASE(8)
     MHSA_SCORES_CASE(9) MHSA_SCORES_CASE(10) MHSA_SCORES_CASE(11) MHSA_SCORES_CASE(12)
@@ -119,8 +158,9 @@ bool scoresExp2Tile12x32Avx512(int64_t kc, const float* a, int64_t aRowStep, int
     return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
   };
   const bool packed = aRowStep == 1;
-  if (cols > 16) return packed ? run(scoresRows<2, true>) : run(scoresRows<2, false>);
-  return packed ? run(scoresRows<1, true>) : run(scoresRows<1, false>);
+  if (cols > 16) return packed ? run(scoresRows<Zmm, 2, true>) : run(scoresRows<Zmm, 2, false>);
+  if (cols > 8) return packed ? run(scoresRows<Zmm, 1, true>) : run(scoresRows<Zmm, 1, false>);
+  return packed ? run(scoresRows<Ymm, 1, true>) : run(scoresRows<Ymm, 1, false>);
 }
 
 }  // namespace mhsa
