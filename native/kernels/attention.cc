@@ -148,35 +148,40 @@ struct SoftmaxRun {
 };
 
 // A tile that scoresExp2Tile left raw: some score passed its column's shift
-// by more than kScoresExp2Headroom (or the column saw only -inf or NaN so
-// far). Such a column's shift rises to its largest score plus
-// kScoresExp2ShiftMargin, what was computed under the old shift is scaled by
-// 2^(old - new) (this block's rows above the tile, the running sum, and the
-// accumulator of earlier blocks), and the tile gets its exp as the column
-// passes give it.
+// by more than kScoresExp2ShiftMargin + kScoresExp2Headroom (or the column
+// saw only -inf or NaN so far). Such a column's shift rises to its largest
+// score, what was computed under the old shift is scaled by 2^(old - new)
+// (this block's rows above the tile, the running sum, and the accumulator of
+// earlier blocks), and the tile gets the exps the kernel would have given it
+// (the column passes' 2^(s - shift), then the exact 2^-margin).
 void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, int rows, int64_t col, int cols,
                 SoftmaxRun& run) {
-  float top[32], factor[32], expShift[32];
+  float top[32], factor[32], expShift[32], tileSum[32], drop[32];
   float* tile = block + row * ld + col;
-  std::fill(top, top + cols, kNegInf);
+  std::copy(run.shift + col, run.shift + col + cols, top);
   kt.colMax(tile, rows, ld, cols, top);
+  const float dropFactor = std::ldexp(1.0f, -static_cast<int>(kScoresExp2ShiftMargin));
   for (int c = 0; c < cols; ++c) {
-    const float old = run.shift[col + c], m = std::max(old, top[c] + kScoresExp2ShiftMargin);
+    const float old = run.shift[col + c], m = top[c];
     factor[c] = old == kNegInf ? 0.0f : (m == old ? 1.0f : std::exp2(old - m));
     run.shift[col + c] = m;
     run.sum[col + c] *= factor[c];
     expShift[c] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
+    tileSum[c] = 0.0f;
+    drop[c] = dropFactor;
   }
   kt.scaleColumns(block + col, row, ld, cols, factor);
   if (run.started)
     for (int c = 0; c < cols; ++c)
       if (factor[c] != 1.0f) kt.scaleInPlace(run.acc + (col + c) * run.accStride, run.dv, factor[c]);
-  kt.exp2SubColumns(tile, rows, ld, cols, expShift, run.sum + col);
+  kt.exp2SubColumns(tile, rows, ld, cols, expShift, tileSum);
+  kt.scaleColumns(tile, rows, ld, cols, drop);
+  for (int c = 0; c < cols; ++c) run.sum[col + c] += tileSum[c] * dropFactor;
 }
 
 // S^T = alpha · K · Q^T for keys [k0, k0 + kb) into s (row stride R), each
 // score leaving the micro-kernel as 2^(score - shift) with its column sums
-// added (kt.scoresExp2Tile). A column's shift comes from its first tile and
+// added (kt.scoresExp2Tile). A column's shift is its first tile's max and
 // rises only through raiseShift (see kScoresExp2ShiftMargin), so the scores
 // need neither a pass for their maximum nor one for their exp.
 void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim, int64_t k0, int64_t kb,

@@ -29,14 +29,26 @@ inline __m512 exp2Avx512(__m512 x) {
   return _mm512_maskz_scalef_ps(normal, p, n);
 }
 
+// 2^(x - drop) for a whole number drop, with x rounded and reduced as it
+// is: the drop goes into the power of two, exactly, where x - drop would
+// round at the precision of drop. 0 below 2^-126.
+inline __m512 exp2DroppedAvx512(__m512 x, float drop) {
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(drop - 126.0f), _CMP_NLT_UQ);  // true for NaN
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 p = _mm512_set1_ps(kExp2Poly[0]);
+  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[t]));
+  return _mm512_maskz_scalef_ps(normal, p, _mm512_sub_ps(n, _mm512_set1_ps(drop)));
+}
+
 // The same on 8 lanes (AVX-512VL), for a tile of at most 8 queries.
-inline __m256 exp2Avx512(__m256 x) {
-  const __mmask8 normal = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ);
+inline __m256 exp2DroppedAvx512(__m256 x, float drop) {
+  const __mmask8 normal = _mm256_cmp_ps_mask(x, _mm256_set1_ps(drop - 126.0f), _CMP_NLT_UQ);
   const __m256 n = _mm256_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 r = _mm256_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 p = _mm256_set1_ps(kExp2Poly[0]);
   for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[t]));
-  return _mm256_maskz_scalef_ps(normal, p, n);
+  return _mm256_maskz_scalef_ps(normal, p, _mm256_sub_ps(n, _mm256_set1_ps(drop)));
 }
 
 }  // namespace mhsa

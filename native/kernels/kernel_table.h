@@ -6,21 +6,24 @@
 
 namespace mhsa {
 
-// Attention's fused exp (KernelTable::scoresExp2Tile) subtracts a shift per
-// query that is not its running max, so that it need not be rescaled at
-// every tile. The first tile of a query's scores sets its shift to their
-// max plus kScoresExp2ShiftMargin, and a later tile raises it (rescaling
-// what was summed so far, attention.cc raiseShift) only when one of its
-// scores passes the shift by more than kScoresExp2Headroom: a query's scores
-// must pass its first 12 by 56 (base 2, ~39 in natural-log units) for that.
+// Attention's fused exp (KernelTable::scoresExp2Tile) gives each score
+// 2^(score - shift - kScoresExp2ShiftMargin), where a query's shift is not
+// its running max, so that it need not be rescaled at every tile: the first
+// tile of a query's scores sets it to their max, and a later tile raises it
+// (rescaling what was summed so far, attention.cc raiseShift) only when one
+// of its scores passes it by more than margin + headroom, 56 (base 2, ~39 in
+// natural-log units).
 //  - Headroom 8: the terms are at most 2^8, so the weighted sum of V's rows
 //    may reach 256 times a softmax's (an output overflows only when
 //    |v| * keys * 256 passes FLT_MAX): 8 bits of the float range.
 //  - Margin 48: the largest term may be as small as 2^-48, and the exp
 //    flushes terms below 2^-126 to 0, so a term is lost only where its
-//    weight in the softmax is below 2^-78 (float's epsilon is 2^-23).
-// With the shift at the first tile's max alone (margin 0), rows as peaked as
-// a trained model's rose so often that the kernel ran 1.06-1.33x slower.
+//    weight in the softmax is below 2^-78 (float's epsilon is 2^-23). The
+//    margin goes into the power of two that vscalefps applies, exactly: an
+//    argument 48 below zero would have rounded at 2^-19, a relative error of
+//    ~1e-6 in every weight.
+// With no margin, rows as peaked as a trained model's rose so often that the
+// kernel ran 1.06-1.33x slower.
 constexpr float kScoresExp2Headroom = 8.0f;
 constexpr float kScoresExp2ShiftMargin = 48.0f;
 
@@ -83,12 +86,12 @@ struct KernelTable {
   // column passes above then do it). The tile, for i < rows <= mr, j < cols <= nr,
   //   t[i][j] = alpha * sum_k a[i * aRowStep + k * aDepthStep] * b[k * nr + j]
   // (b a packed sliver; a K sliver when aRowStep == 1, else K's rows in
-  // place). With setShift, shift[j] = max_i t[i][j] + kScoresExp2ShiftMargin
-  // first. Then, if every
-  // t[i][j] - shift[j] <= kScoresExp2Headroom: c[i * ldc + j] =
-  // 2^(t[i][j] - shift[j]), sum[j] += those in row order, returns true.
-  // Otherwise (a column rose further above its shift, or a NaN argument):
-  // c = t, shift and sum untouched, returns false.
+  // place). With setShift, shift[j] = max_i t[i][j] first. Then, if every
+  // t[i][j] - shift[j] <= kScoresExp2ShiftMargin + kScoresExp2Headroom:
+  // c[i * ldc + j] = 2^(t[i][j] - shift[j] - kScoresExp2ShiftMargin) (0 below
+  // 2^-126), sum[j] += (those added in row order), returns true. Otherwise (a column
+  // rose further above its shift, or a NaN argument): c = t, shift and sum
+  // untouched, returns false.
   bool (*scoresExp2Tile)(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
                          int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift, float* sum);
 

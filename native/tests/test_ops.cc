@@ -427,9 +427,9 @@ TEST(exp2_sub_columns_accuracy_and_edges) {
 // Attention's scores tile with the exp in its epilogue (KernelTable::scoresExp2Tile;
 // only the AVX-512 table has one, the others run the column passes, which
 // the test above covers): every rows x cols edge, A as a packed sliver and as
-// rows in place, against float64. The shift it sets is the column max plus
-// kScoresExp2ShiftMargin; given a shift, the exps and sums follow it up to
-// kScoresExp2Headroom above; past
+// rows in place, against float64. The shift it sets is the column max; the
+// exps are 2^(t - shift - kScoresExp2ShiftMargin), up to
+// kScoresExp2ShiftMargin + kScoresExp2Headroom above the shift; past
 // that the tile is left raw and shift and sums untouched. Lanes past cols
 // stay unwritten.
 TEST(scores_exp2_tile_against_float64) {
@@ -449,12 +449,18 @@ TEST(scores_exp2_tile_against_float64) {
         for (int i = 0; i < rows; ++i)
           for (int64_t k = 0; k < kc; ++k) sliver[k * kt.mr + i] = kRows[i * lda + k];
         const auto q = randomFloats(rng, static_cast<size_t>(kc * kt.nr), -1, 1);
-        std::vector<double> t(static_cast<size_t>(rows * cols));
+        // The scores in float64, and a bound on the float error of the
+        // kernel's own (kc fused multiply-adds, then alpha).
+        std::vector<double> t(static_cast<size_t>(rows * cols)), tError(t.size());
         for (int i = 0; i < rows; ++i)
           for (int j = 0; j < cols; ++j) {
-            double acc = 0;
-            for (int64_t k = 0; k < kc; ++k) acc += double(kRows[i * lda + k]) * q[k * kt.nr + j];
+            double acc = 0, size = 0;
+            for (int64_t k = 0; k < kc; ++k) {
+              acc += double(kRows[i * lda + k]) * q[k * kt.nr + j];
+              size += std::fabs(double(kRows[i * lda + k]) * q[k * kt.nr + j]);
+            }
             t[i * cols + j] = alpha * acc;
+            tError[i * cols + j] = (kc + 1) * std::ldexp(alpha * size, -24);
           }
         auto call = [&](std::vector<float>& c, std::vector<float>& shift, std::vector<float>& sum, bool setShift) {
           return kt.scoresExp2Tile(kc, packed ? sliver.data() : kRows.data(), packed ? 1 : lda, packed ? kt.mr : 1,
@@ -468,16 +474,19 @@ TEST(scores_exp2_tile_against_float64) {
               CHECK_MSG(shift[j] == unset && sum[j] == sumStart, where + ": a lane past cols was written");
               continue;
             }
-            float want = sumStart;  // the exps as stored, added in row order
+            float tileSum = 0.0f;  // the exps as stored, added in row order, then into the sum
             for (int i = 0; i < rows; ++i) {
-              // The exp's own error, plus the float rounding of its argument
-              // (about 48 below zero after setShift: a few 1e-6 relative).
-              const double arg = t[i * cols + j] - shift[j], e = std::exp2(arg);
-              want += c[i * ldc + j];
-              CHECK_MSG(std::fabs(c[i * ldc + j] - e) <= (2e-6 + 1.2e-7 * std::fabs(arg)) * e, where + ": exp at (" + std::to_string(i) + ", " +
-                                                                         std::to_string(j) + ")");
+              // The exp's own error (3 ulp), plus the float errors of its
+              // argument: the score's, and the subtraction's (up to 56 from
+              // zero in the second call), each scaled by ln 2.
+              const double arg = t[i * cols + j] - shift[j], e = std::exp2(arg - kScoresExp2ShiftMargin);
+              const double argError = tError[i * cols + j] + std::ldexp(std::fabs(arg), -24);
+              tileSum += c[i * ldc + j];
+              CHECK_MSG(std::fabs(c[i * ldc + j] - e) <= (4e-7 + 0.7 * argError) * e,
+                        where + ": exp at (" + std::to_string(i) + ", " + std::to_string(j) + "): " +
+                            std::to_string(c[i * ldc + j] / e - 1) + " relative");
             }
-            CHECK_MSG(sum[j] == want, where + ": column sum " + std::to_string(j));
+            CHECK_MSG(sum[j] == sumStart + tileSum, where + ": column sum " + std::to_string(j));
           }
           for (int i = 0; i < rows; ++i)
             for (int j = cols; j < ldc; ++j) CHECK_MSG(std::isnan(c[i * ldc + j]), where + ": wrote past cols");
@@ -490,7 +499,6 @@ TEST(scores_exp2_tile_against_float64) {
         for (int j = 0; j < cols; ++j) {
           double top = -INFINITY;
           for (int i = 0; i < rows; ++i) top = std::max(top, t[i * cols + j]);
-          top += kScoresExp2ShiftMargin;
           CHECK_MSG(std::fabs(shift[j] - top) <= 1e-5 * (1 + std::fabs(top)), where + ": shift " + std::to_string(j));
         }
         checkExps(c, shift, sum);
