@@ -160,7 +160,7 @@ void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, in
   float* tile = block + row * ld + col;
   std::copy(run.shift + col, run.shift + col + cols, top);
   kt.colMax(tile, rows, ld, cols, top);
-  const float dropFactor = std::ldexp(1.0f, -static_cast<int>(kScoresExp2ShiftMargin));
+  const float dropFactor = std::ldexp(1.0f, -kScoresExp2ShiftMargin);
   for (int c = 0; c < cols; ++c) {
     const float old = run.shift[col + c], m = top[c];
     factor[c] = old == kNegInf ? 0.0f : (m == old ? 1.0f : std::exp2(old - m));

@@ -29,26 +29,38 @@ inline __m512 exp2Avx512(__m512 x) {
   return _mm512_maskz_scalef_ps(normal, p, n);
 }
 
-// 2^(x - drop) for a whole number drop, with x rounded and reduced as it
-// is: the drop goes into the power of two, exactly, where x - drop would
-// round at the precision of drop. 0 below 2^-126.
-inline __m512 exp2DroppedAvx512(__m512 x, float drop) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(drop - 126.0f), _CMP_NLT_UQ);  // true for NaN
+// 2^-n as a float, for n in [0, 126].
+constexpr float exp2Negative(int n) {
+  float v = 1.0f;
+  for (int i = 0; i < n; ++i) v *= 0.5f;
+  return v;
+}
+
+// 2^(x - Drop) for a whole number Drop, with x rounded and reduced as it is:
+// where x - Drop would round at the precision of Drop, the polynomial's
+// coefficients carry 2^-Drop instead (a power of two scales every Horner
+// step exactly), so the result has the bits of 2^x's, scaled. 0 below 2^-126.
+template <int Drop>
+inline __m512 exp2DroppedAvx512(__m512 x) {
+  constexpr float scale = exp2Negative(Drop);
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(Drop - 126.0f), _CMP_NLT_UQ);  // true for NaN
   const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 p = _mm512_set1_ps(kExp2Poly[0]);
-  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[t]));
-  return _mm512_maskz_scalef_ps(normal, p, _mm512_sub_ps(n, _mm512_set1_ps(drop)));
+  __m512 p = _mm512_set1_ps(kExp2Poly[0] * scale);
+  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[t] * scale));
+  return _mm512_maskz_scalef_ps(normal, p, n);
 }
 
 // The same on 8 lanes (AVX-512VL), for a tile of at most 8 queries.
-inline __m256 exp2DroppedAvx512(__m256 x, float drop) {
-  const __mmask8 normal = _mm256_cmp_ps_mask(x, _mm256_set1_ps(drop - 126.0f), _CMP_NLT_UQ);
+template <int Drop>
+inline __m256 exp2DroppedAvx512(__m256 x) {
+  constexpr float scale = exp2Negative(Drop);
+  const __mmask8 normal = _mm256_cmp_ps_mask(x, _mm256_set1_ps(Drop - 126.0f), _CMP_NLT_UQ);
   const __m256 n = _mm256_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 r = _mm256_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 p = _mm256_set1_ps(kExp2Poly[0]);
-  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[t]));
-  return _mm256_maskz_scalef_ps(normal, p, _mm256_sub_ps(n, _mm256_set1_ps(drop)));
+  __m256 p = _mm256_set1_ps(kExp2Poly[0] * scale);
+  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[t] * scale));
+  return _mm256_maskz_scalef_ps(normal, p, n);
 }
 
 }  // namespace mhsa

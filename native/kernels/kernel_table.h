@@ -25,7 +25,7 @@ namespace mhsa {
 // With no margin, rows as peaked as a trained model's rose so often that the
 // kernel ran 1.06-1.33x slower.
 constexpr float kScoresExp2Headroom = 8.0f;
-constexpr float kScoresExp2ShiftMargin = 48.0f;
+constexpr int kScoresExp2ShiftMargin = 48;
 
 struct KernelTable {
   const char* name;
