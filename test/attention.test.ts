@@ -58,6 +58,14 @@ interface AttnSpec {
    * the others', so a query's largest score comes long after its first keys.
    */
   hotKeys?: number[];
+  /** Multiplies v (its magnitude decides whether the fused exp's terms suit it). */
+  vScale?: number;
+  /**
+   * Keys whose rows of k are −Infinity (q is then made positive, so their logits are −Infinity: blocked keys
+   * that no mask announces), and batches whose every key is.
+   */
+  negInfKeys?: number[];
+  negInfBatches?: number[];
   /** For 3-D: pass kvHeads explicitly (default: only when Hkv !== H). For 4-D: also pass heads/kvHeads (redundant). */
   passHeads?: boolean;
 }
@@ -115,6 +123,9 @@ function label(s: AttnSpec): string {
   if (s.padding) parts.push(`padding=${s.padding}`);
   if (s.paddedBatches) parts.push(`paddedBatches=${s.paddedBatches}`);
   if (s.hotKeys) parts.push(`hotKeys=${s.hotKeys}`);
+  if (s.vScale !== undefined) parts.push(`vScale=${s.vScale}`);
+  if (s.negInfKeys) parts.push(`negInfKeys=${s.negInfKeys.length}`);
+  if (s.negInfBatches) parts.push(`negInfBatches=${s.negInfBatches}`);
   if (s.returnWeights) parts.push('returnWeights');
   if (s.out) parts.push(`out=${s.out}`);
   return parts.join(' ');
@@ -140,6 +151,16 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
   const q = { data: guardedCopy(rng, randomFloat32(rng, numel(qShape)).map((x) => x * 2)), shape: qShape };
   const k = { data: guardedCopy(rng, randomFloat32(rng, numel(kShape)).map((x) => x * 2)), shape: kShape };
   const v = { data: guardedCopy(rng, randomFloat32(rng, numel(vShape))), shape: vShape };
+  if (s.vScale !== undefined) for (let i = 0; i < v.data.length; i++) v.data[i] *= s.vScale;
+  if (s.negInfKeys || s.negInfBatches) {
+    for (let i = 0; i < q.data.length; i++) q.data[i] = Math.abs(q.data[i]) + 0.01;
+    for (let b = 0; b < s.B; b++)
+      for (let j = 0; j < s.Skv; j++) {
+        if (!s.negInfBatches?.includes(b) && !s.negInfKeys?.includes(j)) continue;
+        for (let h = 0; h < Hkv; h++)
+          for (let d = 0; d < s.D; d++) k.data[elementIndex(s.layout, s.B, Hkv, s.Skv, s.D, b, h, j, d)] = -Infinity;
+      }
+  }
   for (const j of s.hotKeys ?? [])
     for (let b = 0; b < s.B; b++)
       for (let h = 0; h < Hkv; h++)
@@ -365,6 +386,22 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
     { layout: 'bhsd', B: 1, H: 2, Sq: 100, Skv: 1700, D: 32, hotKeys: [900, 1650], out: 'poisoned' },
     { layout: 'bshd', B: 1, H: 1, Sq: 17, Skv: 2000, D: 64, hotKeys: [1000, 1999], returnWeights: true },
   ]);
+
+  // The fused exp's other ways out: logits of −Infinity that no mask announces (the first tile of a
+  // query, later tiles, later key blocks, every key of a batch: zero rows), and v so small or so large
+  // that the terms' scale (2^-48 to 2^8 where a softmax's is 1) would push P·V's sums out of the float
+  // range, which sends those heads to the column passes (kScoresExp2MinV).
+  caseTest('exp in the scores kernel: -Infinity logits and extreme v', () => {
+    const first = Array.from({ length: 12 }, (_, j) => j);
+    return [
+      { layout: 'bhsd', B: 2, H: 2, Sq: 197, Skv: 197, D: 64, negInfKeys: [...first, 100, 196], negInfBatches: [1] },
+      { layout: 'bshd', B: 1, H: 2, Sq: 65, Skv: 1700, D: 16, negInfKeys: [...first, 800, 801, 1699], returnWeights: true },
+      { layout: '3d', B: 1, H: 2, Sq: 33, Skv: 63, D: 1, negInfKeys: first.slice(0, 5) },
+      { layout: 'bhsd', B: 1, H: 2, Sq: 100, Skv: 197, D: 64, vScale: 1e-30, out: 'poisoned' },
+      { layout: 'bhds', B: 1, H: 2, Sq: 100, Skv: 197, D: 64, vScale: 1e-36 },
+      { layout: 'bshd', B: 1, H: 2, Sq: 100, Skv: 197, D: 64, vScale: 1e34, scale: 2, returnWeights: true },
+    ];
+  });
 
   // Long key ranges exercise the kernel's internal splits: online-softmax key
   // blocks (768 keys) on the tiled path, and a decode row split across threads

@@ -1,7 +1,9 @@
 #include "attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <limits>
 #include <vector>
 
@@ -60,7 +62,21 @@ struct PackedKV {
   const float* v;  // packed: B-format slivers of V (keys x headDimV), one block per kGemmKC of keys
   bool inPlace = false;
   int64_t kStride = 0, vStride = 0;
+  bool fusedExp = false;  // whether its tiles apply the exp in the Q·Kᵀ kernel (fusesScoresExp)
 };
+
+// Whether queryTile computes S^T with the exp in the micro-kernel's epilogue
+// (kt.scoresExp2Tile, scoresExp2Block). Masks, key padding and the causal rule
+// change scores after the product, so they keep the column passes; so does a
+// head dim deeper than one rank-k update.
+bool fusesScoresExp(const AttentionProblem& p, const KernelTable& kt) {
+  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && !p.causal && p.headDim > 0 && p.headDim <= kGemmKC;
+}
+
+// fusesScoresExp for V whose largest |v| is vMax (kScoresExp2MinV).
+bool vSuitsFusedExp(const AttentionProblem& p, float vMax) {
+  return vMax >= kScoresExp2MinV && vMax <= kScoresExp2MaxVTimesKeys / static_cast<float>(p.seqKV);
+}
 
 // Whether the tiles read K and V where they lie instead of packed copies.
 // Packing copies each row of K and V once per (batch, kv head) so that every
@@ -85,11 +101,23 @@ bool readsKVInPlace(const AttentionProblem& p, const KernelTable& kt) {
          spanBytes(p.v, p.headDimV) <= kAttentionInPlaceMaxSpan;
 }
 
-PackedKV kvInPlace(const AttentionProblem& p, int64_t b, int64_t g) {
+// K and V of (batch b, kv head g) in place. vMax caches V's largest |v| for
+// the tiles of that head (negative until one of them has measured it: a
+// scan per tile measured 2 % of N197; two threads may both measure it, and
+// both store the same value).
+PackedKV kvInPlace(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t g, std::atomic<float>& vMax) {
   PackedKV kv{p.k.data + b * p.k.batchStride + g * p.k.headStride, p.v.data + b * p.v.batchStride + g * p.v.headStride};
   kv.inPlace = true;
   kv.kStride = p.k.seqStride;
   kv.vStride = p.v.seqStride;
+  if (fusesScoresExp(p, kt)) {
+    float m = vMax.load(std::memory_order_relaxed);
+    if (m < 0.0f) {
+      m = kt.absMaxRows(kv.v, p.seqKV, p.headDimV, kv.vStride);
+      vMax.store(m, std::memory_order_relaxed);
+    }
+    kv.fusedExp = vSuitsFusedExp(p, m);
+  }
   return kv;
 }
 
@@ -104,7 +132,9 @@ PackedKV packKV(const AttentionProblem& p, const KernelTable& kt, int64_t b, int
   const StridedMatrix vB{p.v.data + b * p.v.batchStride + g * p.v.headStride, p.v.seqStride, p.v.dimStride};
   for (int64_t pc = 0; pc < p.seqKV; pc += kGemmKC)
     packB(vB, pc, std::min(kGemmKC, p.seqKV - pc), 0, p.headDimV, kt.nr, vbuf + dvPadded * pc);
-  return {kbuf, vbuf};
+  PackedKV kv{kbuf, vbuf};
+  kv.fusedExp = fusesScoresExp(p, kt) && vSuitsFusedExp(p, kt.absMaxRows(vbuf, 1, dvPadded * p.seqKV, 0));
+  return kv;
 }
 
 // Requests rows [j0, j1) of K and V of (batch b, kv head g) into L2. Packing
@@ -127,13 +157,6 @@ void zeroRows(float* out, int64_t rows, int64_t cols, int64_t rowStride, int64_t
     for (int64_t j = 0; j < cols; ++j) out[i * rowStride + j * colStride] = 0.0f;
 }
 
-// Whether queryTile computes S^T with the exp in the micro-kernel's epilogue
-// (kt.scoresExp2Tile, scoresExp2Block). Masks, key padding and the causal rule
-// change scores after the product, so they keep the column passes; so does a
-// head dim deeper than one rank-k update.
-bool fusesScoresExp(const AttentionProblem& p, const KernelTable& kt) {
-  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && !p.causal && p.headDim > 0 && p.headDim <= kGemmKC;
-}
 
 // Where queryTile's online softmax stands for its R queries: shift[r], the
 // exponent subtracted from query r's scores so far (kNegInf before any), and
@@ -152,8 +175,9 @@ struct SoftmaxRun {
 // saw only -inf or NaN so far). Such a column's shift rises to its largest
 // score, what was computed under the old shift is scaled by 2^(old - new)
 // (this block's rows above the tile, the running sum, and the accumulator of
-// earlier blocks), and the tile gets the exps the kernel would have given it
-// (the column passes' 2^(s - shift), then the exact 2^-margin).
+// earlier blocks), and the tile gets the kernel's exps by the column passes'
+// 2^(s - shift) and then the exact 2^-margin (terms the kernel would flush
+// below 2^-126 stay as denormals here: weights below 2^-78 of the row's).
 void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, int rows, int64_t col, int cols,
                 SoftmaxRun& run) {
   float top[32], factor[32], expShift[32], tileSum[32], drop[32];
@@ -251,7 +275,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   std::fill(runMax, runMax + R, kNegInf);
   std::fill(runSum, runSum + R, 0.0f);
   // The fused path keeps its shift in runMax (see SoftmaxRun).
-  const bool fused = fusesScoresExp(p, kt);
+  const bool fused = kv.fusedExp;
   SoftmaxRun run{runMax, runSum, acc, accStride, dv, false};
 
   GemmProblem sp{};
@@ -376,7 +400,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       for (int64_t e = 0; e < dv; ++e) o[e * p.outView.dimStride] = a[e] * f;
     }
   }
-  if (wRows) {  // one block: s holds 2^(S - max) for every key
+  if (wRows) {  // one block: s holds 2^(S - shift) for every key (2^-48 more when fused); factor normalizes
     for (int64_t r = 0; r < R; ++r) {
       float* w = wRows + r * p.seqKV;
       for (int64_t j = 0; j < keys; ++j) w[j] = s[j * R + r] * factor[r];
@@ -535,6 +559,9 @@ void attentionForward(const AttentionProblem& p) {
     // tile (finer tasks also shorten the wait for the last one).
     const int64_t tasks = p.batch * p.heads * tiles;
     const std::vector<int64_t> order = claimOrder(tasks);
+    const int64_t groups = p.batch * p.kvHeads;
+    std::unique_ptr<std::atomic<float>[]> vMax(new std::atomic<float>[static_cast<size_t>(groups)]);
+    for (int64_t i = 0; i < groups; ++i) vMax[i].store(-1.0f, std::memory_order_relaxed);
     parallelFor(tasks, [&](int64_t c) {
       const int64_t t = order[static_cast<size_t>(c)];
       const int64_t u = t % tiles, bh = t / tiles;
@@ -549,7 +576,9 @@ void attentionForward(const AttentionProblem& p) {
                           p.seqKV * (u + 1) / tiles);
       }
       const int64_t i0 = u * kAttentionQueryTile;
-      queryTile(p, kt, kvInPlace(p, b, h / headsPerGroup), b, h, i0, std::min(p.seqQ, i0 + kAttentionQueryTile));
+      const int64_t g = h / headsPerGroup;
+      queryTile(p, kt, kvInPlace(p, kt, b, g, vMax[b * p.kvHeads + g]), b, h, i0,
+                std::min(p.seqQ, i0 + kAttentionQueryTile));
     });
     return;
   }

@@ -1,7 +1,8 @@
 // <immintrin.h> for the files compiled with the AVX-512 flags, with one GCC 12
 // false positive silenced: _mm512_min_ps, _mm512_max_ps and _mm512_reduce_*
 // pass _mm512_undefined_ps() through an inlined mask form, which
-// -Wmaybe-uninitialized reports (GCC bug 105593).
+// -Wmaybe-uninitialized reports (GCC bug 105593). Deliberately for the rest
+// of the including file, as each of these files had it before.
 #pragma once
 
 #include <immintrin.h>

@@ -16,6 +16,7 @@
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
 #define MHSA_EXP2_SUB_COLUMNS ::mhsa::exp2SubColumnsAvx512
 #define MHSA_SCORES_EXP2_TILE ::mhsa::scoresExp2Tile12x32Avx512
+#define MHSA_ABS_MAX_ROWS ::mhsa::absMaxRowsAvx512
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx512
 #define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512

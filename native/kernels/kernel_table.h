@@ -26,6 +26,15 @@ namespace mhsa {
 // kernel ran 1.06-1.33x slower.
 constexpr float kScoresExp2Headroom = 8.0f;
 constexpr int kScoresExp2ShiftMargin = 48;
+// The terms' scale, between 2^-48 and 2^8 for a query's largest where a
+// softmax's is 1, moves P·V's sums by the same factor. So the fused exp is
+// used only where V's largest |v| keeps them clear of both ends of the float
+// range as the column passes keep them: at least 2^-52 (the sums then stay
+// above 2^-100, 26 bits over the smallest normal float) and at most
+// 2^119 / keys (below 2^127 with every term at 2^8). Other V, extreme as it
+// is (all zeros included), takes the column passes.
+constexpr float kScoresExp2MinV = 0x1p-52f;
+constexpr float kScoresExp2MaxVTimesKeys = 0x1p119f;
 
 struct KernelTable {
   const char* name;
@@ -94,6 +103,10 @@ struct KernelTable {
   // untouched, returns false.
   bool (*scoresExp2Tile)(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
                          int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift, float* sum);
+  // The largest |x[i * ld + j]| over i < rows, j < cols (NaN ignored, 0 when
+  // empty): attention's check that V suits scoresExp2Tile's terms (see
+  // kScoresExp2MinV). Null exactly where scoresExp2Tile is.
+  float (*absMaxRows)(const float* x, int64_t rows, int64_t cols, int64_t ld);
 
   // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.
   float (*dot)(const float* a, const float* b, int64_t n);

@@ -164,4 +164,20 @@ bool scoresExp2Tile12x32Avx512(int64_t kc, const float* a, int64_t aRowStep, int
   return packed ? run(scoresRows<Ymm, 1, true>) : run(scoresRows<Ymm, 1, false>);
 }
 
+float absMaxRowsAvx512(const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 m = _mm512_setzero_ps();
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = x + i * ld;
+    int64_t j = 0;
+    // vmaxps returns its second operand when either is NaN: m, so NaN is ignored.
+    for (; j + 16 <= cols; j += 16) m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(row + j), absMask), m);
+    if (j < cols) {
+      const __mmask16 tail = static_cast<__mmask16>((1u << (cols - j)) - 1);
+      m = _mm512_max_ps(_mm512_and_ps(_mm512_maskz_loadu_ps(tail, row + j), absMask), m);
+    }
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
 }  // namespace mhsa

@@ -531,6 +531,68 @@ TEST(scores_exp2_tile_against_float64) {
     }
 }
 
+// The tile's general-path exits for values no finite score takes: a column
+// whose shift is -inf (its scores so far all -inf) and a NaN score must leave
+// the raw tile and return false (unordered compare), and a +inf score too.
+// And absMaxRows, V's range check: every tail width, NaN ignored.
+TEST(scores_exp2_tile_nonfinite_and_abs_max) {
+  const KernelTable& kt = kernels();
+  if (!kt.scoresExp2Tile) return;
+  const int64_t kc = 3;
+  std::vector<float> sliver(static_cast<size_t>(kc * kt.mr), 0.5f), q(static_cast<size_t>(kc * kt.nr), 0.25f);
+  // Scores are 0.375 unless row 2 is made special (its K value at depth 1).
+  struct Case {
+    const char* what;
+    float rowTwo;  // K's value that row 2 gets (0.5: none)
+    float shiftValue;
+    bool setShift;
+    bool allRowsNegInf;
+  };
+  const Case cases[] = {
+      {"finite scores under a -inf shift", 0.5f, -INFINITY, false, false},
+      {"a NaN score", NAN, 0.0f, false, false},
+      {"a +inf score", INFINITY, 0.0f, false, false},
+      {"a first tile of only -inf", 0.5f, 0.0f, true, true},
+      {"a NaN score in a first tile", NAN, 0.0f, true, false},
+  };
+  for (const Case& t : cases) {
+    std::vector<float> k = sliver;
+    k[1 * kt.mr + 2] = t.rowTwo;
+    if (t.allRowsNegInf)
+      for (int i = 0; i < kt.mr; ++i) k[i] = -INFINITY;
+    std::vector<float> c = poisoned(static_cast<size_t>(kt.mr * kt.nr));
+    std::vector<float> shift(static_cast<size_t>(kt.nr), t.shiftValue), sum(static_cast<size_t>(kt.nr), 1.0f);
+    const std::vector<float> shiftBefore = shift, sumBefore = sum;
+    const bool ok = kt.scoresExp2Tile(kc, k.data(), 1, kt.mr, q.data(), c.data(), kt.nr, 1.0f, kt.mr, kt.nr,
+                                      shift.data(), t.setShift, sum.data());
+    CHECK_MSG(!ok, std::string(t.what) + ": should take the general path");
+    CHECK_MSG(shift == shiftBefore && sum == sumBefore, std::string(t.what) + ": a failed tile changed shift or sum");
+  }
+  // A -inf score under a finite shift is just a zero term.
+  {
+    std::vector<float> k = sliver;
+    k[2] = -INFINITY;
+    std::vector<float> c = poisoned(static_cast<size_t>(kt.mr * kt.nr)), shift(static_cast<size_t>(kt.nr), 0.0f),
+                       sum(static_cast<size_t>(kt.nr), 0.0f);
+    CHECK(kt.scoresExp2Tile(kc, k.data(), 1, kt.mr, q.data(), c.data(), kt.nr, 1.0f, kt.mr, kt.nr, shift.data(), false,
+                            sum.data()));
+    for (int j = 0; j < kt.nr; ++j) CHECK(c[2 * kt.nr + j] == 0.0f && std::isfinite(sum[j]));
+  }
+  std::mt19937_64 rng(testSeed() + 37);
+  for (int64_t cols : {1, 15, 16, 17, 33, 64}) {
+    const int64_t rows = 5, ld = cols + 7;
+    auto x = randomFloats(rng, static_cast<size_t>(rows * ld), -3, 3);
+    x[static_cast<size_t>(rows * ld - 1)] = 1e30f;  // past the last row's cols: must not be seen
+    x[3] = NAN;
+    float want = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (!std::isnan(x[i * ld + j])) want = std::max(want, std::fabs(x[i * ld + j]));
+    CHECK_MSG(kt.absMaxRows(x.data(), rows, cols, ld) == want, "absMaxRows cols " + std::to_string(cols));
+  }
+  CHECK(kt.absMaxRows(nullptr, 0, 16, 16) == 0.0f);
+}
+
 // The row pieces of softmax (kernels().rowMax and expScaledSum, intrinsics on
 // AVX2 and AVX-512): every tail length up to 33 and a long row, the exact
 // maximum, exp within 3 ulp of float64 over the range softmax feeds it, the
