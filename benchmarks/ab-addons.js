@@ -11,7 +11,7 @@
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
- * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often).
+ * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
  * own thread pool) in a temporary directory. The two are timed in alternating
@@ -99,11 +99,12 @@ function workload() {
   // the block reads (rows of one head 3 KiB apart).
   const [heads = 12, tokens = 197, rounds = 30, burst = 5] = nums;
   const bshd = kind === 'attention-bshd';
-  const shape = bshd ? [1, tokens, heads * 64] : [1, heads, tokens, 64];
-  const n = heads * tokens * 64;
+  const batch = Number(process.env.AB_BATCH ?? 1);
+  const shape = bshd ? [batch, tokens, heads * 64] : [batch, heads, tokens, 64];
+  const n = batch * heads * tokens * 64;
   const q = { data: rnd(n), shape }, k = { data: rnd(n), shape }, v = { data: rnd(n), shape };
   return {
-    label: `attention B1 H${heads} N${tokens} d64${bshd ? ' bshd' : ''}${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}`,
+    label: `attention B${batch} H${heads} N${tokens} d64${bshd ? ' bshd' : ''}${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}`,
     rounds,
     burst,
     prepare(m) {
