@@ -161,7 +161,8 @@ void zeroRows(float* out, int64_t rows, int64_t cols, int64_t rowStride, int64_t
 // Where queryTile's online softmax stands for its R queries: shift[r], the
 // exponent subtracted from query r's scores so far (kNegInf before any), and
 // sum[r], the sum of their 2^(score - shift). acc (row stride accStride,
-// dv wide) holds the earlier key blocks' P · V once `started`.
+// dv wide) holds the earlier key blocks' P · V once `started` (wholly
+// padded blocks are skipped, so the first block need not start it).
 struct SoftmaxRun {
   float* shift;
   float* sum;
@@ -274,7 +275,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   float* factor = state + 4 * R;
   std::fill(runMax, runMax + R, kNegInf);
   std::fill(runSum, runSum + R, 0.0f);
-  // The fused path keeps its shift in runMax (see SoftmaxRun).
+  // Both paths keep their running state here; the fused one's shift is runMax (see SoftmaxRun).
   const bool fused = kv.fusedExp;
   SoftmaxRun run{runMax, runSum, acc, accStride, dv, false};
 
@@ -295,7 +296,6 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   op.outRowStride = accStride;
   op.outColStride = 1;
 
-  bool started = false;  // whether acc holds anything yet (wholly padded blocks are skipped)
   for (int64_t k0 = 0; k0 < keys; k0 += block) {
     const int64_t kb = std::min(block, keys - k0);
     if (p.keyPadding && !wRows) {
@@ -303,7 +303,6 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       if (std::all_of(pad, pad + kb, [](uint8_t x) { return x != 0; })) continue;  // nothing visible here
     }
     if (fused) {
-      run.started = started;
       scoresExp2Block(kt, kv, p.headDim, k0, kb, qbuf, R, sp.alpha, s, run);
     } else {
       // S^T rows for keys [k0, k0+kb): K's slivers for them start at k0 (a multiple of mr).
@@ -350,7 +349,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
         const float m = std::max(runMax[r], blockMax[r]);
         // Factor applied to what the accumulator holds so far: 2^(old - new).
         factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp2(runMax[r] - m));
-        rescale |= started && factor[r] != 1.0f;
+        rescale |= run.started && factor[r] != 1.0f;
         runMax[r] = m;
         shift[r] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
         runSum[r] *= factor[r];
@@ -370,9 +369,9 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
         const int rows = static_cast<int>(std::min<int64_t>(kt.mr, R - ir));
         for (int64_t jr = 0; jr < dv; jr += kt.nr)
           kt.microKernel(kb, s + ir, R, kv.v + k0 * kv.vStride + jr, kv.vStride, acc + ir * accStride + jr, accStride,
-                         1.0f, started, rows, kt.nr, nullptr, nullptr);
+                         1.0f, run.started, rows, kt.nr, nullptr, nullptr);
       }
-      started = true;
+      run.started = true;
       continue;
     }
     for (int64_t pc = k0; pc < k0 + kb; pc += kGemmKC) {
@@ -381,11 +380,11 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       const int64_t vDepth = std::min(kGemmKC, p.seqKV - pc);
       op.k = kc;
       gemmMacroKernel(kt, op, 0, R, 0, 0, dv, kc, s + (pc - k0) * R, 1, R, kv.v + dvPadded * pc, vDepth,
-                      started || pc > k0);
+                      run.started || pc > k0);
     }
-    started = true;
+    run.started = true;
   }
-  if (!started)
+  if (!run.started)
     for (int64_t r = 0; r < R; ++r) std::fill(acc + r * accStride, acc + r * accStride + dv, 0.0f);
 
   // Normalize: out = acc / sum (0 for a query that saw no key).

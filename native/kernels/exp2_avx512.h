@@ -10,25 +10,6 @@
 
 namespace mhsa {
 
-// 2^x, for attention's column softmax: its logits arrive already scaled by
-// log2(e) (folded into the Q·Kᵀ alpha), so there is no multiply by log2(e) and
-// no two-part ln2 reduction. n = round(x) and r = x - n (vreduceps, exact)
-// come from x independently; 2^r on [-1/2, 1/2] by kExp2Poly (exp2_poly.h),
-// then vscalefps applies 2^n, and its zero-masked form gives 0 below 2^-126
-// (a denormal result, as exp512 does), which also covers -inf. No clamp:
-// vreduceps gives r = 0 for ±inf (so +inf gives 2^+inf = +inf, not the NaN of
-// inf - round(inf)), and vscalefps saturates to +inf past 2^127; a NaN passes
-// through every step. (A min against 128 before round and subtract cost ~10 %
-// of the column pass in L1.)
-inline __m512 exp2Avx512(__m512 x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);  // true for NaN
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 p = _mm512_set1_ps(kExp2Poly[0]);
-  for (int t = 1; t < kExp2PolyTerms; ++t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[t]));
-  return _mm512_maskz_scalef_ps(normal, p, n);
-}
-
 // 2^-n as a float, for n in [0, 126].
 constexpr float exp2Negative(int n) {
   float v = 1.0f;
@@ -36,12 +17,21 @@ constexpr float exp2Negative(int n) {
   return v;
 }
 
-// 2^(x - Drop) for a whole number Drop, with x rounded and reduced as it is:
-// where x - Drop would round at the precision of Drop, the polynomial's
-// coefficients carry 2^-Drop instead (a power of two scales every Horner
-// step exactly), so the result has the bits of 2^x's, scaled. 0 below 2^-126.
-template <int Drop>
-inline __m512 exp2DroppedAvx512(__m512 x) {
+// 2^(x - Drop), for attention's softmax: its logits arrive already scaled by
+// log2(e) (folded into the Q·Kᵀ alpha), so there is no multiply by log2(e)
+// and no two-part ln2 reduction. n = round(x) and r = x - n (vreduceps,
+// exact) come from x independently; 2^r on [-1/2, 1/2] by kExp2Poly
+// (exp2_poly.h), then vscalefps applies 2^n, and its zero-masked form gives
+// 0 below 2^-126 (a denormal result, as exp512 does), which also covers -inf.
+// No clamp: vreduceps gives r = 0 for ±inf (so +inf gives 2^+inf = +inf, not
+// the NaN of inf - round(inf)), and vscalefps saturates to +inf past 2^127;
+// a NaN passes through every step. (A min against 128 before round and
+// subtract cost ~10 % of the column pass in L1.)
+// Drop, a whole number: where x - Drop would round at the precision of Drop,
+// the polynomial's coefficients carry 2^-Drop instead (a power of two scales
+// every Horner step exactly), so the result has the bits of 2^x's, scaled.
+template <int Drop = 0>
+inline __m512 exp2Avx512(__m512 x) {
   constexpr float scale = exp2Negative(Drop);
   const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(Drop - 126.0f), _CMP_NLT_UQ);  // true for NaN
   const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -52,8 +42,8 @@ inline __m512 exp2DroppedAvx512(__m512 x) {
 }
 
 // The same on 8 lanes (AVX-512VL), for a tile of at most 8 queries.
-template <int Drop>
-inline __m256 exp2DroppedAvx512(__m256 x) {
+template <int Drop = 0>
+inline __m256 exp2Avx512(__m256 x) {
   constexpr float scale = exp2Negative(Drop);
   const __mmask8 normal = _mm256_cmp_ps_mask(x, _mm256_set1_ps(Drop - 126.0f), _CMP_NLT_UQ);
   const __m256 n = _mm256_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

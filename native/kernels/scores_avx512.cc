@@ -127,7 +127,7 @@ bool scoresTile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) {
-      const Vec e = exp2DroppedAvx512<kScoresExp2ShiftMargin>(X::sub(t[i][v], sh[v]));
+      const Vec e = exp2Avx512<kScoresExp2ShiftMargin>(X::sub(t[i][v], sh[v]));
       store(c + i * ldc + L * v, v, e);
       s[v] = X::add(s[v], e);
     }
