@@ -10,13 +10,6 @@
 
 namespace mhsa {
 
-// 2^-n as a float, for n in [0, 126].
-constexpr float exp2Negative(int n) {
-  float v = 1.0f;
-  for (int i = 0; i < n; ++i) v *= 0.5f;
-  return v;
-}
-
 // 2^(x - Drop), for attention's softmax: its logits arrive already scaled by
 // log2(e) (folded into the Q·Kᵀ alpha), so there is no multiply by log2(e)
 // and no two-part ln2 reduction. n = round(x) and r = x - n (vreduceps,

@@ -8,4 +8,11 @@ namespace mhsa {
 constexpr float kExp2Poly[] = {1.326472731307149e-3f, 9.671512991189957e-3f, 5.550733581185341e-2f,
                                2.4022242426872253e-1f, 6.931470036506653e-1f, 1.0f};
 constexpr int kExp2PolyTerms = sizeof(kExp2Poly) / sizeof(kExp2Poly[0]);
+
+// 2^-n as a float, for n in [0, 126].
+constexpr float exp2Negative(int n) {
+  float v = 1.0f;
+  for (int i = 0; i < n; ++i) v *= 0.5f;
+  return v;
+}
 }  // namespace mhsa

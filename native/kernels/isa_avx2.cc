@@ -8,12 +8,15 @@
 #include "exp2_poly.h"
 #include "kernel_table.h"
 #include "microkernel_avx2.h"
+#include "scores_avx2.h"
 #include "softmax_avx2.h"
 
 #define MHSA_KERNEL_TABLE_NAME "avx2"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel6x16Avx2
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect6x16Avx2
 #define MHSA_EXP2_SUB_COLUMNS ::mhsa::exp2SubColumnsAvx2
+#define MHSA_SCORES_EXP2_TILE ::mhsa::scoresExp2Tile6x16Avx2
+#define MHSA_ABS_MAX_ROWS ::mhsa::absMaxRowsAvx2
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx2
 #define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx2
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx2

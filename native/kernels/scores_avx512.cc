@@ -1,16 +1,11 @@
-// Attention's transposed scores tile with the column softmax's exp applied in
-// the micro-kernel's epilogue (KernelTable::scoresExp2Tile): the 12 x 32 tile
-// of S^T = K · Q^T leaves the registers as 2^(s - shift - 48), and its column sums
-// are added on the way out. The separate passes it replaces (a column max,
-// then the exp) each read the block of scores back from L2.
-// Compiled with the AVX-512 flags only.
+// KernelTable::scoresExp2Tile with AVX-512 (the tile itself: scores_tile.h):
+// 12 keys x 32 queries, and absMaxRows. Compiled with the AVX-512 flags only.
 #include "scores_avx512.h"
-
-#include <cassert>
 
 #include "avx512_intrinsics.h"
 #include "exp2_avx512.h"
 #include "kernel_table.h"
+#include "scores_tile.h"
 
 namespace mhsa {
 namespace {
@@ -37,7 +32,8 @@ struct Zmm {
   static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
   static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
   // Lanes of m where a > b or either is NaN.
-  static Mask notLessEqual(Mask m, Vec a, Vec b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
+  static unsigned over(Mask m, Vec a, Vec b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
+  static Vec exp2Margin(Vec x) { return exp2Avx512<kScoresExp2ShiftMargin>(x); }
 };
 
 struct Ymm {
@@ -56,99 +52,9 @@ struct Ymm {
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
   static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
-  static Mask notLessEqual(Mask m, Vec a, Vec b) { return _mm256_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
+  static unsigned over(Mask m, Vec a, Vec b) { return _mm256_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
+  static Vec exp2Margin(Vec x) { return exp2Avx512<kScoresExp2ShiftMargin>(x); }
 };
-
-// R keys x V registers of queries. UnitRowStep: A is a packed sliver (the R
-// values of one k are adjacent); otherwise A is R rows of K read in place.
-template <class X, int R, int V, bool UnitRowStep>
-bool scoresTile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
-                int64_t ldc, float alpha, int cols, float* shift, bool setShift, float* sum) {
-  using Vec = typename X::Vec;
-  constexpr int L = X::kLanes;
-  Vec t[R][V];
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) t[i][v] = X::zero();
-  for (int64_t k = 0; k < kc; ++k) {
-    Vec bv[V];
-    for (int v = 0; v < V; ++v) bv[v] = X::load(b + L * v);
-#pragma GCC unroll 12
-    for (int i = 0; i < R; ++i) {
-      const Vec av = X::set1(UnitRowStep ? a[i] : a[i * aRowStep]);
-      for (int v = 0; v < V; ++v) t[i][v] = X::fmadd(av, bv[v], t[i][v]);
-    }
-    a += aDepthStep;
-    b += kNR;
-  }
-  const Vec va = X::set1(alpha);
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) t[i][v] = X::mul(t[i][v], va);
-
-  const bool whole = cols == L * V;
-  const typename X::Mask mask[2] = {X::low(cols), X::low(cols - L)};
-  auto store = [&](float* p, int v, Vec x) {
-    if (whole)
-      X::store(p, x);
-    else
-      X::store(p, mask[v], x);
-  };
-  Vec sh[V];
-  for (int v = 0; v < V; ++v) {
-    if (setShift) {
-      sh[v] = t[0][v];
-      for (int i = 1; i < R; ++i) sh[v] = X::max(sh[v], t[i][v]);
-    } else {
-      sh[v] = X::loadz(mask[v], shift + L * v);
-    }
-  }
-  // Not less or equal, unordered: a NaN argument (a NaN score, or a column
-  // whose shift is -inf) also takes the caller's general path.
-  const Vec headroom = X::set1(kScoresExp2ShiftMargin + kScoresExp2Headroom);
-  typename X::Mask over = 0;
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) over |= X::notLessEqual(mask[v], X::sub(t[i][v], sh[v]), headroom);
-  if (over) {
-#pragma GCC unroll 12
-    for (int i = 0; i < R; ++i)
-      for (int v = 0; v < V; ++v) store(c + i * ldc + L * v, v, t[i][v]);
-    return false;
-  }
-  Vec s[V];
-  for (int v = 0; v < V; ++v) {
-    if (setShift) store(shift + L * v, v, sh[v]);
-    s[v] = X::zero();
-  }
-  // The tile's terms in row order, then that into the running sum: chains of
-  // R and keys / R adds instead of one of all the keys (N4096's outputs
-  // measured 9.9e-7 from float64 with one chain, 4.0e-7 before the fusion).
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) {
-      const Vec e = exp2Avx512<kScoresExp2ShiftMargin>(X::sub(t[i][v], sh[v]));
-      store(c + i * ldc + L * v, v, e);
-      s[v] = X::add(s[v], e);
-    }
-  for (int v = 0; v < V; ++v) store(sum + L * v, v, X::add(X::loadz(mask[v], sum + L * v), s[v]));
-  return true;
-}
-
-template <class X, int V, bool UnitRowStep>
-bool scoresRows(int rows, int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
-                int64_t ldc, float alpha, int cols, float* shift, bool setShift, float* sum) {
-  switch (rows) {
-#define MHSA_SCORES_CASE(R) \
-  case R:                   \
-    return scoresTile<X, R, V, UnitRowStep>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
-    MHSA_SCORES_CASE(1) MHSA_SCORES_CASE(2) MHSA_SCORES_CASE(3) MHSA_SCORES_CASE(4)
-    MHSA_SCORES_CASE(5) MHSA_SCORES_CASE(6) MHSA_SCORES_CASE(7) MHSA_SCORES_CASE(8)
-    MHSA_SCORES_CASE(9) MHSA_SCORES_CASE(10) MHSA_SCORES_CASE(11) MHSA_SCORES_CASE(12)
-#undef MHSA_SCORES_CASE
-    default: assert(false && "rows in [1, 12]"); return false;
-  }
-}
 
 }  // namespace
 
@@ -159,9 +65,9 @@ bool scoresExp2Tile12x32Avx512(int64_t kc, const float* a, int64_t aRowStep, int
     return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
   };
   const bool packed = aRowStep == 1;
-  if (cols > 16) return packed ? run(scoresRows<Zmm, 2, true>) : run(scoresRows<Zmm, 2, false>);
-  if (cols > 8) return packed ? run(scoresRows<Zmm, 1, true>) : run(scoresRows<Zmm, 1, false>);
-  return packed ? run(scoresRows<Ymm, 1, true>) : run(scoresRows<Ymm, 1, false>);
+  if (cols > 16) return packed ? run(scores::rows<Zmm, kNR, 12, 2, true>) : run(scores::rows<Zmm, kNR, 12, 2, false>);
+  if (cols > 8) return packed ? run(scores::rows<Zmm, kNR, 12, 1, true>) : run(scores::rows<Zmm, kNR, 12, 1, false>);
+  return packed ? run(scores::rows<Ymm, kNR, 12, 1, true>) : run(scores::rows<Ymm, kNR, 12, 1, false>);
 }
 
 float absMaxRowsAvx512(const float* x, int64_t rows, int64_t cols, int64_t ld) {

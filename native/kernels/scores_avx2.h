@@ -1,0 +1,9 @@
+#pragma once
+#include <cstdint>
+namespace mhsa {
+// See scores_avx2.cc and KernelTable::scoresExp2Tile.
+bool scoresExp2Tile6x16Avx2(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b,
+                            float* c, int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift,
+                            float* sum);
+float absMaxRowsAvx2(const float* x, int64_t rows, int64_t cols, int64_t ld);
+}
