@@ -425,7 +425,7 @@ TEST(exp2_sub_columns_accuracy_and_edges) {
 }
 
 // Attention's scores tile with the exp in its epilogue (KernelTable::scoresExp2Tile;
-// only the AVX-512 table has one, the others run the column passes, which
+// the AVX-512 and AVX2 tables have one, the portable table runs the column passes, which
 // the test above covers): every rows x cols edge, A as a packed sliver and as
 // rows in place, against float64. The shift it sets is the column max; the
 // exps are 2^(t - shift - kScoresExp2ShiftMargin), up to
