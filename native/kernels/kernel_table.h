@@ -19,9 +19,9 @@ namespace mhsa {
 //  - Margin 48: the largest term may be as small as 2^-48, and the exp
 //    flushes terms below 2^-126 to 0, so a term is lost only where its
 //    weight in the softmax is below 2^-78 (float's epsilon is 2^-23). The
-//    margin goes into the power of two that vscalefps applies, exactly: an
-//    argument 48 below zero would have rounded at 2^-19, a relative error of
-//    ~1e-6 in every weight.
+//    margin is carried exactly by the polynomial's coefficients (scaled by
+//    2^-48), not subtracted from the argument: an argument 48 below zero
+//    would have rounded at 2^-19, a relative error of ~1e-6 in every weight.
 // With no margin, rows as peaked as a trained model's rose so often that the
 // kernel ran 1.06-1.33x slower.
 constexpr float kScoresExp2Headroom = 8.0f;

@@ -42,7 +42,8 @@ struct Ymm {
   // added to the exponent bits. The result lies in [2^-126, 2^8] wherever it
   // is not flushed (x >= -78), so one integer add scales it exactly, where
   // the column pass's exp (any argument) needs two exact powers of two;
-  // the same bits as the AVX-512 tile's vscalefps. Below, 0 (-inf too).
+  // the same bits as the AVX-512 tile's vscalefps. Below, 0 (-inf too);
+  // NaN lanes stay NaN.
   static Vec exp2Margin(Vec x) {
     constexpr float scale = exp2Negative(kScoresExp2ShiftMargin);
     const Vec normal = _mm256_cmp_ps(x, _mm256_set1_ps(kScoresExp2ShiftMargin - 126.0f), _CMP_NLT_UQ);

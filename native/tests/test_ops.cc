@@ -439,7 +439,9 @@ TEST(scores_exp2_tile_against_float64) {
   const int64_t kc = 37, lda = kc + 3, ldc = 40;
   const float alpha = 1.7f, sumStart = 0.25f, unset = -12345.0f;
   for (int rows = 1; rows <= kt.mr; ++rows)
-    for (int cols : {1, 5, 16, 17, 31, 32}) {
+    // 8 | 9 and 16 | 17: where a tile goes from one register to two (AVX2: 8
+    // lanes each; AVX-512: a ymm, then one zmm, then two).
+    for (int cols : {1, 5, 8, 9, 12, 16, 17, 31, 32}) {
       if (cols > kt.nr) continue;
       for (bool packed : {true, false}) {
         const std::string where = std::string(packed ? "packed" : "rows") + " " + std::to_string(rows) + "x" +
