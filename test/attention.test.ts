@@ -488,6 +488,10 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
       { layout, B: 2, H: 2, Sq: size(rng, 65), Skv: 17, D: 65, scale: -0.5, returnWeights: true },
       { layout, B: 1, H: 2, Sq: 17, Skv: 17, D: 17, scale: 0, returnWeights: true },
       { layout, B: 1, H: 1, Sq: 3, Skv: 65, D: 63, scale: 1, causal: true },
+      // no mask and no weights: the fused exp's path, with a shift that is
+      // the largest of negative (and zero) multiples of the products
+      { layout, B: 1, H: 2, Sq: 100, Skv: 900, D: 64, scale: -0.7 },
+      { layout, B: 1, H: 2, Sq: 33, Skv: 65, D: 64, scale: 0 },
     ]),
   );
 
