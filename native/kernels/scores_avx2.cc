@@ -35,7 +35,8 @@ struct Ymm {
   static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
   // Lanes of m where a > b or either is NaN.
   static unsigned over(Mask m, Vec a, Vec b) {
-    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(a, b, _CMP_NLE_UQ), _mm256_castsi256_ps(m))));
+    const Vec lanes = _mm256_and_ps(_mm256_cmp_ps(a, b, _CMP_NLE_UQ), _mm256_castsi256_ps(m));
+    return static_cast<unsigned>(_mm256_movemask_ps(lanes));
   }
   // 2^(x - 48) for x <= 56 (the tile's headroom): n = round(x), r = x - n
   // (exact), 2^r by kExp2Poly with 2^-48 carried in its coefficients, then n
