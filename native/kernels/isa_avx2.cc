@@ -23,6 +23,9 @@
 #define MHSA_MR 6
 #define MHSA_NR 16
 
+static_assert(MHSA_MR == ::mhsa::kScoresTileMrAvx2 && MHSA_NR == ::mhsa::kScoresTileNrAvx2,
+              "the fused scores tile must match the micro-kernel's geometry");
+
 namespace mhsa {
 namespace avx2 {
 #include "portable_kernels.inc"

@@ -24,6 +24,9 @@
 #define MHSA_MR 12
 #define MHSA_NR 32
 
+static_assert(MHSA_MR == ::mhsa::kScoresTileMrAvx512 && MHSA_NR == ::mhsa::kScoresTileNrAvx512,
+              "the fused scores tile must match the micro-kernel's geometry");
+
 namespace mhsa {
 namespace avx512 {
 #include "portable_kernels.inc"

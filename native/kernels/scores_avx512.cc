@@ -10,7 +10,8 @@
 namespace mhsa {
 namespace {
 
-constexpr int kNR = 32;
+constexpr int kNR = kScoresTileNrAvx512;
+constexpr int kMR = kScoresTileMrAvx512;
 
 // One register of query lanes: 16 in a zmm, or 8 in a ymm for a last sliver
 // of at most 8 queries (N = 197 leaves 5). Zen 4 issues two 256-bit FMAs per
@@ -65,9 +66,11 @@ bool scoresExp2Tile12x32Avx512(int64_t kc, const float* a, int64_t aRowStep, int
     return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
   };
   const bool packed = aRowStep == 1;
-  if (cols > 16) return packed ? run(scores::rows<Zmm, kNR, 12, 2, true>) : run(scores::rows<Zmm, kNR, 12, 2, false>);
-  if (cols > 8) return packed ? run(scores::rows<Zmm, kNR, 12, 1, true>) : run(scores::rows<Zmm, kNR, 12, 1, false>);
-  return packed ? run(scores::rows<Ymm, kNR, 12, 1, true>) : run(scores::rows<Ymm, kNR, 12, 1, false>);
+  if (cols > 16)
+    return packed ? run(scores::rows<Zmm, kNR, kMR, 2, true>) : run(scores::rows<Zmm, kNR, kMR, 2, false>);
+  if (cols > 8)
+    return packed ? run(scores::rows<Zmm, kNR, kMR, 1, true>) : run(scores::rows<Zmm, kNR, kMR, 1, false>);
+  return packed ? run(scores::rows<Ymm, kNR, kMR, 1, true>) : run(scores::rows<Ymm, kNR, kMR, 1, false>);
 }
 
 float absMaxRowsAvx512(const float* x, int64_t rows, int64_t cols, int64_t ld) {
