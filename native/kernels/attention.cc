@@ -519,10 +519,9 @@ void decodeForward(const AttentionProblem& p, const KernelTable& kt) {
 
 }  // namespace
 
-void attentionForward(const AttentionProblem& p) {
-  if (p.batch == 0 || p.heads == 0 || p.seqQ == 0) return;
-  // Nothing to write: skip the scores (seqKV is unbounded when k and v are empty).
-  if (p.headDimV == 0 && p.weights == nullptr) return;
+namespace {
+
+void runAttention(const AttentionProblem& p) {
   const KernelTable& kt = kernels();
 
   const bool unitStrideKV = p.k.dimStride == 1 && p.v.dimStride == 1;
@@ -609,6 +608,27 @@ void attentionForward(const AttentionProblem& p) {
       queryTile(p, kt, kv, b, h, i0, std::min(p.seqQ, i0 + kAttentionQueryTile));
     }
   });
+}
+
+}  // namespace
+
+void attentionForward(const AttentionProblem& p) {
+  if (p.batch == 0 || p.heads == 0 || p.seqQ == 0) return;
+  // Nothing to write: skip the scores (seqKV is unbounded when k and v are empty).
+  if (p.headDimV == 0 && p.weights == nullptr) return;
+  if (p.headDimV == 0) {
+    // Only the weights are written. The empty output's data may be null, and
+    // offsetting a null pointer is undefined even where nothing is written
+    // through it (UBSan, fuzz_calls: a 'bhds' output's rows are 1 apart), so
+    // it gets a view that every offset leaves on one float nothing writes.
+    static float noOutput = 0.0f;
+    AttentionProblem weightsOnly = p;
+    weightsOnly.out = &noOutput;
+    weightsOnly.outView = Strided4{&noOutput, 0, 0, 0, 0};
+    runAttention(weightsOnly);
+    return;
+  }
+  runAttention(p);
 }
 
 }  // namespace mhsa
