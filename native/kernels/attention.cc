@@ -157,7 +157,6 @@ void zeroRows(float* out, int64_t rows, int64_t cols, int64_t rowStride, int64_t
     for (int64_t j = 0; j < cols; ++j) out[i * rowStride + j * colStride] = 0.0f;
 }
 
-
 // Where queryTile's online softmax stands for its R queries: shift[r], the
 // exponent subtracted from query r's scores so far (kNegInf before any), and
 // sum[r], the sum of their 2^(score - shift). acc (row stride accStride,
@@ -276,7 +275,6 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   std::fill(runMax, runMax + R, kNegInf);
   std::fill(runSum, runSum + R, 0.0f);
   // Both paths keep their running state here; the fused one's shift is runMax (see SoftmaxRun).
-  const bool fused = kv.fusedExp;
   SoftmaxRun run{runMax, runSum, acc, accStride, dv, false};
 
   GemmProblem sp{};
@@ -302,7 +300,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
       if (std::all_of(pad, pad + kb, [](uint8_t x) { return x != 0; })) continue;  // nothing visible here
     }
-    if (fused) {
+    if (kv.fusedExp) {
       scoresExp2Block(kt, kv, p.headDim, k0, kb, qbuf, R, sp.alpha, s, run);
     } else {
       // S^T rows for keys [k0, k0+kb): K's slivers for them start at k0 (a multiple of mr).
@@ -516,10 +514,6 @@ void decodeForward(const AttentionProblem& p, const KernelTable& kt) {
     decodeMerge(p, b, h, i, &states[r * parts * stride], parts, &bounds[r * (parts + 1)], weightsRow(r));
   }
 }
-
-}  // namespace
-
-namespace {
 
 void runAttention(const AttentionProblem& p) {
   const KernelTable& kt = kernels();

@@ -66,10 +66,8 @@ bool scoresExp2Tile6x16Avx2(int64_t kc, const float* a, int64_t aRowStep, int64_
   auto run = [&](auto tile) {
     return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
   };
-  const bool packed = aRowStep == 1;
-  if (cols > 8)
-    return packed ? run(scores::rows<Ymm, kNR, kMR, 2, true>) : run(scores::rows<Ymm, kNR, kMR, 2, false>);
-  return packed ? run(scores::rows<Ymm, kNR, kMR, 1, true>) : run(scores::rows<Ymm, kNR, kMR, 1, false>);
+  if (cols > 8) return run(scores::rows<Ymm, kNR, kMR, 2>);
+  return run(scores::rows<Ymm, kNR, kMR, 1>);
 }
 
 float absMaxRowsAvx2(const float* x, int64_t rows, int64_t cols, int64_t ld) {

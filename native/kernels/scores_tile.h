@@ -98,17 +98,21 @@ bool tile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, cons
   return true;
 }
 
-// tile() for rows in [1, MR] (an edge tile computes only the rows it has).
-template <class X, int NR, int MR, int V, bool UnitRowStep>
+// tile() for rows in [1, MR] (an edge tile computes only the rows it has),
+// with A a packed sliver when aRowStep is 1 and K's rows in place otherwise.
+template <class X, int NR, int MR, int V>
 bool rows(int rows, int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
           int64_t ldc, float alpha, int cols, float* shift, bool setShift, float* sum) {
   static_assert(MR >= 1 && MR <= 12, "rows in [1, 12]");
+  const bool packed = aRowStep == 1;
   switch (rows) {
-#define MHSA_SCORES_CASE(R)                                                                                      \
-  case R:                                                                                                        \
-    if constexpr (R <= MR)                                                                                       \
-      return tile<X, NR, R, V, UnitRowStep>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, \
-                                            sum);                                                                \
+#define MHSA_SCORES_CASE(R)                                                                                   \
+  case R:                                                                                                     \
+    if constexpr (R <= MR)                                                                                    \
+      return packed ? tile<X, NR, R, V, true>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift,       \
+                                              setShift, sum)                                                  \
+                    : tile<X, NR, R, V, false>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift,      \
+                                               setShift, sum);                                                \
     break;
     MHSA_SCORES_CASE(1) MHSA_SCORES_CASE(2) MHSA_SCORES_CASE(3) MHSA_SCORES_CASE(4)
     MHSA_SCORES_CASE(5) MHSA_SCORES_CASE(6) MHSA_SCORES_CASE(7) MHSA_SCORES_CASE(8)

@@ -513,7 +513,7 @@ TEST(scores_exp2_tile_against_float64) {
         checkExps(c, shift, sum);
 
         // One column further below: the raw tile, shift and sum as they were.
-        const std::vector<float> shiftBefore = shift, sumBefore = sum;
+        const std::vector<float> sumBefore = sum;
         shift[cols - 1] -= 2.0f;
         const float lowered = shift[cols - 1];
         c = poisoned(c.size());
