@@ -8,10 +8,12 @@
  *   node benchmarks/ab-addons.js A.node B.node attention [heads=12] [tokens=197] [rounds=30] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node attention-bshd [heads=12] [tokens=197] [rounds=30] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
+ *   node benchmarks/ab-addons.js A.node B.node softmax [rows,cols=6144,512] [rounds=30] [burst=5]
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch.
+ * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
  * own thread pool) in a temporary directory. The two are timed in alternating
@@ -36,12 +38,12 @@ const os = require('node:os');
 const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
-if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul'].includes(kind)) {
-  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|attention-bshd|matmul [...]');
+if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax'].includes(kind)) {
+  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax [...]');
   process.exit(2);
 }
 const root = path.resolve(__dirname, '..');
-const nums = (kind === 'matmul' ? rest.slice(1) : rest).map(Number);
+const nums = (kind === 'matmul' || kind === 'softmax' ? rest.slice(1) : rest).map(Number);
 
 /** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */
 function loadCopy(addon, tag) {
@@ -92,6 +94,22 @@ function workload() {
       prepare(m) {
         const out = { data: new Float32Array(M * N), shape: [M, N] };
         return { out, run: () => m.matmul(a, b, { out }) };
+      },
+    };
+  }
+  if (kind === 'softmax') {
+    const [R, C] = (rest[0] ?? '6144,512').split(',').map(Number);
+    const [rounds = 30, burst = 5] = nums;
+    const x = { data: rnd(R * C, 8), shape: [R, C] };
+    return {
+      label: `softmax ${R}x${C}${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}`,
+      rounds,
+      burst,
+      prepare(m) {
+        const out = { data: new Float32Array(R * C), shape: [R, C] };
+        const opts = { out };
+        if (process.env.AB_SCALE) opts.scale = Number(process.env.AB_SCALE);
+        return { out, run: () => m.softmax(x, opts) };
       },
     };
   }

@@ -452,7 +452,7 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
     if (wRow) std::fill(wRow + j0, wRow + j0 + n, 0.0f);
     return;
   }
-  state[1] = kt.expScaledSum(row, row, n, 1.0f, m);
+  state[1] = kt.expSubSum(row, row, n, m);
   for (int64_t j = 0; j < n; ++j) {
     if (j + kDecodePrefetchRows < n) prefetchRow(vBase + (j + kDecodePrefetchRows) * p.v.seqStride, p.headDimV);
     if (row[j] != 0.0f) kt.axpy(row[j], vBase + j * p.v.seqStride, acc, p.headDimV);

@@ -18,7 +18,7 @@
 #define MHSA_SCORES_EXP2_TILE ::mhsa::scoresExp2Tile6x16Avx2
 #define MHSA_ABS_MAX_ROWS ::mhsa::absMaxRowsAvx2
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx2
-#define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx2
+#define MHSA_EXP_SUB_SUM ::mhsa::expSubSumAvx2
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx2
 #define MHSA_MR 6
 #define MHSA_NR 16

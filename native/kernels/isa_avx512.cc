@@ -18,7 +18,7 @@
 #define MHSA_SCORES_EXP2_TILE ::mhsa::scoresExp2Tile12x32Avx512
 #define MHSA_ABS_MAX_ROWS ::mhsa::absMaxRowsAvx512
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx512
-#define MHSA_EXP_SCALED_SUM ::mhsa::expScaledSumAvx512
+#define MHSA_EXP_SUB_SUM ::mhsa::expSubSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512
 #define MHSA_ATTENTION_KV_IN_PLACE true
 #define MHSA_MR 12

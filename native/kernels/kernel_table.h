@@ -68,9 +68,10 @@ struct KernelTable {
   // Largest element of x[0..n), -Infinity for n == 0. NaN-propagation is not guaranteed.
   float (*rowMax)(const float* x, int64_t n);
 
-  // y[i] = exp(x[i] * scale - shift) for i < n; returns the sum of the y[i].
-  // y may equal x.
-  float (*expScaledSum)(const float* x, float* y, int64_t n, float scale, float shift);
+  // y[i] = exp(x[i] - shift) for i < n; returns the sum of the y[i]. shift
+  // must be at least every x[i] (a row's max: the exp then needs no clamp
+  // above); y may equal x.
+  float (*expSubSum)(const float* x, float* y, int64_t n, float shift);
 
   // y[i] *= s for i < n.
   void (*scaleInPlace)(float* y, int64_t n, float s);

@@ -17,10 +17,10 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // logits are all -inf (work then holds nothing useful). The logits are scaled
 // and rounded first and the max is taken over them: the shift must be the max
 // of the *scaled* logits (scale * min(x) for a negative scale), and only then
-// is the largest term exactly exp(0). Letting expScaledSum scale instead would
-// save a pass over L1, but where the compiler fuses x * scale - shift into one
-// FMA, |scale * max| >= 2^31 leaves a rounding error that underflows or
-// overflows every term of the row.
+// is the largest term exactly exp(0). Scaling inside the exp pass would save a
+// pass over L1, but where x * scale - shift fuses into one FMA,
+// |scale * max| >= 2^31 leaves a rounding error that underflows or overflows
+// every term of the row.
 float expRow(const KernelTable& kt, const float* x, float* work, int64_t n, float scale) {
   const float* src = x;
   if (scale != 1.0f) {
@@ -29,7 +29,7 @@ float expRow(const KernelTable& kt, const float* x, float* work, int64_t n, floa
   }
   const float shift = kt.rowMax(src, n);
   if (shift == kNegInf) return 0.0f;
-  return kt.expScaledSum(src, work, n, 1.0f, shift);
+  return kt.expSubSum(src, work, n, shift);
 }
 
 }  // namespace

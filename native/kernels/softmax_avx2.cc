@@ -4,13 +4,10 @@
 // `?:`, defeat its vectorizer, so softmax ran at 2 GB/s (a tenth of this
 // machine's read bandwidth) and attention's exp dominated its tiles.
 //
-// Same algorithm and constants as expApprox and the AVX-512 exp512:
-// x = n·ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r), then the
-// result scaled by 2^n. AVX2 has no vscalefps, and 2^n for n in [-126, 128] is
-// not always a normal float, so the scale is applied as two exact powers of
-// two, 2^(n>>1) then 2^(n - (n>>1)): the first product is exact, and the
-// second rounds once, as vscalefps would (results near the denormal range and
-// near FLT_MAX come out right). Compiled with -mavx2 -mfma only.
+// The row exp has the algorithm and constants of expApprox and of the AVX-512
+// row exp: x = n·ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r),
+// then the result scaled by 2^n, which AVX2 (no vscalefps) builds in the
+// exponent bits. Compiled with -mavx2 -mfma only.
 #include "softmax_avx2.h"
 
 #include <immintrin.h>
@@ -32,17 +29,17 @@ inline __m256 powerOfTwo(__m256i e) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
 }
 
-inline __m256 exp256(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654475f);  // below: exp(x) is denormal, return 0
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
-  const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);  // false for NaN
-  // vmaxps/vminps return their second operand when either is NaN, so with x
-  // second a NaN passes through the clamp and the polynomial (p is NaN, and
-  // whatever the NaN makes of the integer scale, NaN times it is NaN).
-  const __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+// exp(x) for x <= 0, the only arguments a row softmax makes (x - max). No
+// clamp: a lane below -87.34 (a denormal result, or -inf) is zeroed at the
+// end whatever its n made of the scale, NaN passes through, and +inf cannot
+// arrive. Elsewhere n is in [-126, 0], so 2^n is one normal float and one
+// multiply applies it. Over [-87.34, 0] the bits are those of the clamped,
+// two-step form this replaced (its first step was exact).
+inline __m256 expNonPositive256(__m256 x) {
+  const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654475f), _CMP_LT_OQ);  // false for NaN
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 p = _mm256_set1_ps(1.9875691500e-4f);
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
@@ -51,15 +48,14 @@ inline __m256 exp256(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i half = _mm256_srai_epi32(ni, 1);
-  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, powerOfTwo(half)), powerOfTwo(_mm256_sub_epi32(ni, half)));
-  return _mm256_andnot_ps(below, y);
+  return _mm256_andnot_ps(below, _mm256_mul_ps(p, powerOfTwo(_mm256_cvtps_epi32(n))));
 }
 
 // 2^x for attention's column softmax (logits pre-scaled by log2(e); the
-// polynomial is kExp2Poly, exp2_poly.h): r = x - round(x) is exact, and 2^n is applied
-// as two exact powers of two as in exp256. Below -126 the result is 0 (-inf
+// polynomial is kExp2Poly, exp2_poly.h): r = x - round(x) is exact, and 2^n
+// for n in [-126, 128] is applied as two powers of two, 2^(n>>1) then
+// 2^(n - (n>>1)): the first product is exact and the second rounds once, as
+// vscalefps would, near the denormal range and near FLT_MAX alike. Below -126 the result is 0 (-inf
 // too); the clamp keeps n in [-126, 128], and NaN passes through.
 inline __m256 exp2Avx2(__m256 x) {
   const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);  // false for NaN
@@ -138,15 +134,15 @@ float rowMaxAvx2(const float* x, int64_t n) {
   return horizontalMax(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
 }
 
-// y[i] = exp(x[i] * scale - shift); returns the sum of the y[i]. Two sums
-// (even and odd vectors) halve the add chain; y may equal x.
-float expScaledSumAvx2(const float* x, float* y, int64_t n, float scale, float shift) {
-  const __m256 vs = _mm256_set1_ps(scale), vshift = _mm256_set1_ps(shift);
+// y[i] = exp(x[i] - shift) for shift >= every x[i]; returns the sum of the
+// y[i]. Two sums (even and odd vectors) halve the add chain; y may equal x.
+float expSubSumAvx2(const float* x, float* y, int64_t n, float shift) {
+  const __m256 vshift = _mm256_set1_ps(shift);
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256 e0 = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), vshift));
-    const __m256 e1 = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vs), vshift));
+    const __m256 e0 = expNonPositive256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift));
+    const __m256 e1 = expNonPositive256(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vshift));
     _mm256_storeu_ps(y + i, e0);
     _mm256_storeu_ps(y + i + 8, e1);
     s0 = _mm256_add_ps(s0, e0);
@@ -154,9 +150,10 @@ float expScaledSumAvx2(const float* x, float* y, int64_t n, float scale, float s
   }
   for (; i < n; i += 8) {
     const __m256i m = laneMask(n - i);
-    // Masked-off lanes load 0 and give exp(-shift): they are not stored, and
-    // the and-mask keeps them out of the sum.
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), vs), vshift));
+    // Masked-off lanes load 0 and give exp(-shift), which may be anything
+    // when shift < 0: they are not stored, and the and-mask keeps them out
+    // of the sum.
+    const __m256 e = expNonPositive256(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vshift));
     _mm256_maskstore_ps(y + i, m, e);
     s0 = _mm256_add_ps(s0, _mm256_and_ps(e, _mm256_castsi256_ps(m)));
   }

@@ -1,9 +1,10 @@
-// The attention kernel's column softmax step with AVX-512 intrinsics: the
-// portable loop spent 16 % of a ViT attention profile in exp, because the
-// compiler's vectorization of expApprox keeps its int conversions and blends.
-// Same algorithm and constants as expApprox (portable_kernels.inc): x = n·ln2 + r,
-// a degree-6 polynomial for exp(r), and 2^n applied with vscalefps, which needs
-// no trip through the exponent bits. Compiled with the AVX-512 flags only.
+// Softmax's row passes (max, exp and sum, streaming scale) and attention's
+// column exp with AVX-512 intrinsics; the compiler's vectorization of the
+// portable loops keeps expApprox's int conversions and blends. The row exp
+// has expApprox's algorithm and constants (portable_kernels.inc):
+// x = n·ln2 + r, a degree-6 polynomial for exp(r), and 2^n applied with
+// vscalefps, which needs no trip through the exponent bits. Compiled with the
+// AVX-512 flags only.
 #include "softmax_avx512.h"
 
 #include "avx512_intrinsics.h"
@@ -16,17 +17,15 @@ namespace mhsa {
 
 namespace {
 
-inline __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.33654475f);  // below: exp(x) is denormal, return 0
-  const __m512 hi = _mm512_set1_ps(88.3762626647949f);
-  const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);  // false for NaN
-  // vmaxps/vminps return their second operand when either is NaN, so with x
-  // second a NaN passes through the clamp and every step after it (no
-  // separate NaN test and blend).
-  const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+// exp(x) for x <= 0, the only arguments a row softmax makes (x - max). No
+// clamp: below -87.34 (a denormal result) and for -inf the zero-masked
+// vscalefps gives 0, NaN passes through every step, and +inf cannot arrive.
+// Over [-87.34, 0] the bits are those of the clamped form this replaced.
+inline __m512 expNonPositive512(__m512 x) {
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654475f), _CMP_NLT_UQ);  // true for NaN
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
@@ -35,7 +34,7 @@ inline __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), below, _mm512_setzero_ps());
+  return _mm512_maskz_scalef_ps(normal, p, n);
 }
 
 }  // namespace
@@ -90,15 +89,15 @@ float rowMaxAvx512(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
 }
 
-// y[i] = exp(x[i] * scale - shift); returns the sum of the y[i]. Two sums
-// (even and odd vectors) halve the add chain; y may equal x.
-float expScaledSumAvx512(const float* x, float* y, int64_t n, float scale, float shift) {
-  const __m512 vs = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+// y[i] = exp(x[i] - shift) for shift >= every x[i]; returns the sum of the
+// y[i]. Two sums (even and odd vectors) halve the add chain; y may equal x.
+float expSubSumAvx512(const float* x, float* y, int64_t n, float shift) {
+  const __m512 vshift = _mm512_set1_ps(shift);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512 e0 = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vshift));
-    const __m512 e1 = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), vs), vshift));
+    const __m512 e0 = expNonPositive512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vshift));
+    const __m512 e1 = expNonPositive512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vshift));
     _mm512_storeu_ps(y + i, e0);
     _mm512_storeu_ps(y + i + 16, e1);
     s0 = _mm512_add_ps(s0, e0);
@@ -106,7 +105,7 @@ float expScaledSumAvx512(const float* x, float* y, int64_t n, float scale, float
   }
   for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs), vshift));
+    const __m512 e = expNonPositive512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vshift));
     _mm512_mask_storeu_ps(y + i, m, e);
     s0 = _mm512_mask_add_ps(s0, m, s0, e);
   }

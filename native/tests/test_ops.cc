@@ -595,44 +595,56 @@ TEST(scores_exp2_tile_nonfinite_and_abs_max) {
   CHECK(kt.absMaxRows(nullptr, 0, 16, 16) == 0.0f);
 }
 
-// The row pieces of softmax (kernels().rowMax and expScaledSum, intrinsics on
+// The row pieces of softmax (kernels().rowMax and expSubSum, intrinsics on
 // AVX2 and AVX-512): every tail length up to 33 and a long row, the exact
 // maximum, exp within 3 ulp of float64 over the range softmax feeds it, the
 // returned sum, and a sentinel past the end that must stay unwritten.
-TEST(row_max_and_exp_scaled_sum_tails) {
+TEST(row_max_and_exp_sub_sum_tails) {
   const KernelTable& kt = kernels();
   const float sentinel = -12345.0f;
   for (int64_t n = 1; n <= 1000; n = n < 33 ? n + 1 : n * 3) {
-    std::vector<float> x(static_cast<size_t>(n) + 1), y(static_cast<size_t>(n) + 1, sentinel);
-    for (int64_t i = 0; i < n; ++i) x[i] = -90.0f + 170.0f * static_cast<float>((i * 7919) % n) / static_cast<float>(n);
-    x[n] = 1e30f;  // past the end: a maximum that must not be seen
-    float want = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) want = std::max(want, x[i]);
-    CHECK_MSG(kt.rowMax(x.data(), n) == want, std::string(kt.name) + ": rowMax n=" + std::to_string(n));
-    // exp itself at scale 1, shift 0 (an exact argument): within 3 ulp. Then
-    // a scaled, shifted row, where forming x * scale - shift may round once
-    // per step (fused or not): an error of |term| * 2^-24 in the argument is up
-    // to |term| ulp of exp.
-    for (const float scale : {1.0f, 1.25f}) {
-      const float shift = scale == 1.0f ? 0.0f : 25.0f;  // arguments up to 85: below exp's overflow
+    const std::string at = std::string(kt.name) + ", n=" + std::to_string(n);
+    std::vector<float> x(static_cast<size_t>(n) + 1), y(static_cast<size_t>(n) + 1);
+    auto spread = [&](float lo, float hi) {
+      for (int64_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * static_cast<float>((i * 7919) % n) / static_cast<float>(n);
+      x[n] = 1e30f;  // past the end: a maximum that must not be seen
+    };
+    auto rowMax = [&] {
+      float want = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) want = std::max(want, x[i]);
+      CHECK_MSG(kt.rowMax(x.data(), n) == want, "rowMax, " + at);
+      return want;
+    };
+    // `slack`: ulps allowed per unit of |x - shift| on top of exp's own 3,
+    // for rows where forming x - shift rounds (|arg| * 2^-24 in the argument
+    // is |arg| / 2 ulp of exp).
+    auto check = [&](float shift, double slack) {
       std::fill(y.begin(), y.end(), sentinel);
-      const float sum = kt.expScaledSum(x.data(), y.data(), n, scale, shift);
+      const float sum = kt.expSubSum(x.data(), y.data(), n, shift);
       double wantSum = 0;
       for (int64_t i = 0; i < n; ++i) {
-        const double arg = static_cast<double>(x[i]) * scale - shift;
+        const double arg = static_cast<double>(x[i]) - shift;
         wantSum += y[i];
         if (arg < -87.33654475 - 1e-4) {
-          CHECK(y[i] == 0.0f);
+          CHECK_MSG(y[i] == 0.0f, "exp(" + std::to_string(arg) + ") not 0, " + at);
           continue;
         }
         const double ref = std::exp(arg);
         const double ulps = std::fabs(y[i] - ref) / std::ldexp(1.0, std::ilogb(ref) - 23);
-        const double allowed = 3.0 + (std::fabs(static_cast<double>(x[i]) * scale) + std::fabs(arg)) * (scale != 1.0f);
-        CHECK_MSG(ulps <= allowed, std::string(kt.name) + ": exp(" + std::to_string(arg) + ") off by " +
-                                      std::to_string(ulps) + " ulp, n=" + std::to_string(n));
+        CHECK_MSG(ulps <= 3.0 + slack * std::fabs(arg),
+                  "exp(" + std::to_string(arg) + ") off by " + std::to_string(ulps) + " ulp, " + at);
       }
-      CHECK_MSG(std::fabs(sum - wantSum) <= 1e-5 * wantSum, std::string(kt.name) + ": sum n=" + std::to_string(n));
-    }
-    CHECK_MSG(y[n] == sentinel, std::string(kt.name) + ": wrote past the end, n=" + std::to_string(n));
+      CHECK_MSG(std::isfinite(sum) && std::fabs(sum - wantSum) <= 1e-5 * wantSum, "sum, " + at);
+      CHECK_MSG(y[n] == sentinel, "wrote past the end, " + at);
+    };
+    spread(-100.0f, 0.0f);  // shift 0: exact arguments down to past the zero cut-off
+    rowMax();
+    check(0.0f, 0.0);
+    spread(-90.0f, 80.0f);  // shifted by the row's max, as softmax calls it
+    check(rowMax(), 1.0);
+    // Far below zero: the lanes past n in a masked tail see 0 - shift = +1e30,
+    // which must reach neither y nor the sum.
+    spread(-2e30f, -1e30f);
+    check(rowMax(), 0.0);
   }
 }
