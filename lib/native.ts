@@ -41,6 +41,29 @@ export interface NativeAddon {
   layerNormMatmulMaxK: number;
 }
 
+/**
+ * What to do when the default build cannot be loaded. The usual cause is that
+ * the install script never ran: npm 12 skips dependencies' install scripts
+ * until the project approves them (npm 11.16+ already warns), pnpm 10 does
+ * the same, and `--ignore-scripts` skips them all. The other is a
+ * node_modules copied from another platform or architecture.
+ */
+function missingAddonError(cause: unknown): Error {
+  // bindings' message lists every path it tried after its first line.
+  const detail = cause instanceof Error ? cause.message.split('\n')[0].replace(/ Tried:$/, '') : String(cause);
+  return new Error(
+    `mhsa: the native addon (build/Release/mhsa.node) could not be loaded: ${detail}\n` +
+      'It is compiled when mhsa is installed (a C++17 compiler, make and python3). If its install script ' +
+      'did not run (npm 12 and pnpm 10 skip the install scripts of dependencies not approved, and ' +
+      '--ignore-scripts skips all), approve and build it:\n' +
+      '  npm approve-scripts mhsa    # records the approval in package.json "allowScripts"\n' +
+      '  npm rebuild mhsa\n' +
+      '(pnpm: `pnpm approve-builds`, then `pnpm rebuild mhsa`.)\n' +
+      'If node_modules came from another platform or CPU architecture, `npm rebuild mhsa` alone fixes it.',
+    { cause },
+  );
+}
+
 function load(): NativeAddon {
   const chosen = process.env.MHSA_ADDON;
   // A path to a .node file: that build (e.g. a cmake-js build with -DMHSA_WITH_BLAS=ON elsewhere).
@@ -51,7 +74,11 @@ function load(): NativeAddon {
       try: [['module_root', 'build-cmake', 'Release', 'bindings']],
     } as unknown as string) as NativeAddon;
   }
-  return bindings('mhsa.node') as NativeAddon;
+  try {
+    return bindings('mhsa.node') as NativeAddon;
+  } catch (cause) {
+    throw missingAddonError(cause);
+  }
 }
 
 export const native: NativeAddon = load();

@@ -7,6 +7,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as ts from 'typescript';
@@ -272,6 +273,40 @@ describe('package.json', () => {
 
   test('"binary": {"napi_versions": [8]} (cmake-js builds offline only with it)', () => {
     expect(PKG.binary).toEqual(expect.objectContaining({ napi_versions: [8] }));
+  });
+});
+
+describe('as installed from the registry', () => {
+  test('the tarball holds what the install build needs, and neither the fuzz corpora nor the native tests', () => {
+    const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    const files = new Set((JSON.parse(r.stdout) as { files: { path: string }[] }[])[0].files.map((f) => f.path));
+    const lists = JSON.parse(fs.readFileSync(path.join(ROOT, 'native', 'sources.json'), 'utf8')) as Record<string, unknown>;
+    const sources = Object.values(lists).filter((v): v is string[] => Array.isArray(v)).flat();
+    expect(sources.length).toBeGreaterThan(10);
+    const needed = ['binding.gyp', 'native/sources.json', 'scripts/build-addon.js', PKG.main!, 'dist/lib/index.d.ts', ...sources];
+    expect(needed.filter((f) => !files.has(f))).toEqual([]);
+    expect([...files].filter((f) => f.startsWith('native/fuzz/') || f.startsWith('native/tests/'))).toEqual([]);
+  });
+
+  test('without a build (its install script skipped), require() says how to build it', () => {
+    // dist/ and package.json alone, as `npm install --ignore-scripts` (or npm 12 without
+    // approval) leaves the package: no build/.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-unbuilt-'));
+    try {
+      fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
+      fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+      fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
+      const env = { ...process.env };
+      delete env.MHSA_ADDON;
+      const r = spawnSync(process.execPath, ['-e', 'require(".")'], { cwd: dir, env, encoding: 'utf8' });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain('mhsa: the native addon (build/Release/mhsa.node) could not be loaded: Could not locate the bindings file.');
+      expect(r.stderr).toContain('npm approve-scripts mhsa');
+      expect(r.stderr).toContain('npm rebuild mhsa');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
