@@ -12,7 +12,8 @@
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
- * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch.
+ * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
+ * AB_CAUSAL=1 the causal rule.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -122,13 +123,16 @@ function workload() {
   const n = batch * heads * tokens * 64;
   const q = { data: rnd(n), shape }, k = { data: rnd(n), shape }, v = { data: rnd(n), shape };
   return {
-    label: `attention B${batch} H${heads} N${tokens} d64${bshd ? ' bshd' : ''}${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}`,
+    label:
+      `attention B${batch} H${heads} N${tokens} d64${bshd ? ' bshd' : ''}` +
+      `${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}${process.env.AB_CAUSAL === '1' ? ' causal' : ''}`,
     rounds,
     burst,
     prepare(m) {
       const out = { data: new Float32Array(n), shape };
       const opts = bshd ? { heads, out } : { out };
       if (process.env.AB_SCALE) opts.scale = Number(process.env.AB_SCALE);
+      if (process.env.AB_CAUSAL === '1') opts.causal = true;
       return { out, run: () => m.attention(q, k, v, opts) };
     },
   };

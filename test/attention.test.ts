@@ -387,6 +387,20 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
     { layout: 'bshd', B: 1, H: 1, Sq: 17, Skv: 2000, D: 64, hotKeys: [1000, 1999], returnWeights: true },
   ]);
 
+  // Under the causal rule, the keys that every query of a 96-query tile sees (in whole 12-key slivers) take
+  // the fused exp; the rest, along the diagonal, take the column passes, scaled to the fused terms' 2^-48.
+  // Hot keys on the diagonal raise a shift after a tile's fused keys (whose terms in the same key block are
+  // then rescaled); seqQ != seqKV moves the diagonal (bottom-right), and with seqQ > seqKV the first tile
+  // sees no key that all its queries see.
+  caseTest('exp in the scores kernel under the causal rule: fused below the diagonal', () => [
+    { layout: 'bhsd', B: 1, H: 2, Sq: 300, Skv: 300, D: 64, causal: true, hotKeys: [150, 250, 299], out: 'poisoned' },
+    { layout: 'bshd', B: 1, H: 2, Sq: 1000, Skv: 1000, D: 64, causal: true, scale: 6 },
+    { layout: '3d', B: 2, H: 2, Sq: 197, Skv: 197, D: 64, causal: true, hotKeys: [100, 196], returnWeights: true },
+    { layout: 'bhds', B: 1, H: 2, Sq: 100, Skv: 1700, D: 32, causal: true, hotKeys: [700, 1650, 1699], out: 'poisoned' },
+    { layout: 'bhsd', B: 1, H: 1, Sq: 300, Skv: 200, D: 64, causal: true, hotKeys: [5, 150], returnWeights: true },
+    { layout: 'bshd', B: 1, H: 2, Sq: 197, Skv: 197, D: 17, causal: true, scale: -3 },
+  ]);
+
   // The fused exp's other ways out: logits of −Infinity that no mask announces (the first tile of a
   // query, later tiles, later key blocks, every key of a batch: zero rows), and v so small or so large
   // that the terms' scale (2^-48 to 2^8 where a softmax's is 1) would push P·V's sums out of the float

@@ -102,6 +102,9 @@ const at = [
   // three key blocks); scales this large raise the shifts of many columns after their first tile
   { layout: 'bhsd', B: 1, H: 2, Hkv: 2, Sq: 197, Skv: 197, D: 64, Dv: 64, scale: 5, weights: true },
   { layout: 'bshd', B: 1, H: 2, Hkv: 1, Sq: 100, Skv: 1700, D: 32, Dv: 17, scale: 7 },
+  // causal and nothing else: the keys a whole query tile sees take the fused exp, the diagonal the column passes
+  { layout: 'bhsd', B: 1, H: 2, Hkv: 2, Sq: 300, Skv: 300, D: 64, Dv: 64, causal: true, scale: 5, weights: true },
+  { layout: 'bshd', B: 1, H: 2, Hkv: 1, Sq: 100, Skv: 1700, D: 32, Dv: 17, causal: true, scale: 7 },
 ];
 for (const t of at) {
   const label = 'attention ' + JSON.stringify(t);
@@ -187,7 +190,7 @@ describe(`each ISA path against the float64 reference (seed ${SEED})`, () => {
     // MHSA_ISA never raises the level above what the CPU has.
     const expected = ORDER[Math.min(ORDER.indexOf(isa), Math.max(0, ORDER.indexOf(best)))];
     expect(report.isa).toBe(expected);
-    expect(report.results.length).toBe(6 + 4 + 7 + 4);
+    expect(report.results.length).toBe(6 + 4 + 9 + 5);
     const bad = report.results.filter((r) => !(typeof r.err === 'number' && r.err <= TOL));
     if (bad.length > 0) {
       throw new Error(

@@ -66,11 +66,12 @@ struct PackedKV {
 };
 
 // Whether queryTile computes S^T with the exp in the micro-kernel's epilogue
-// (kt.scoresExp2Tile, scoresExp2Block). Masks, key padding and the causal rule
-// change scores after the product, so they keep the column passes; so does a
-// head dim deeper than one rank-k update.
+// (kt.scoresExp2Tile, scoresExp2Block). Masks and key padding change scores
+// after the product, so they keep the column passes; so does a head dim
+// deeper than one rank-k update. Under the causal rule only the keys that a
+// whole query tile sees are fused (queryTile).
 bool fusesScoresExp(const AttentionProblem& p, const KernelTable& kt) {
-  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && !p.causal && p.headDim > 0 && p.headDim <= kGemmKC;
+  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && p.headDim > 0 && p.headDim <= kGemmKC;
 }
 
 // fusesScoresExp for V whose largest |v| is vMax (kScoresExp2MinV).
@@ -300,60 +301,80 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
       if (std::all_of(pad, pad + kb, [](uint8_t x) { return x != 0; })) continue;  // nothing visible here
     }
-    if (kv.fusedExp) {
-      scoresExp2Block(kt, kv, p.headDim, k0, kb, qbuf, R, sp.alpha, s, run);
-    } else {
-      // S^T rows for keys [k0, k0+kb): K's slivers for them start at k0 (a multiple of mr).
-      sp.m = kb;
-      if (p.headDim == 0) std::fill(s, s + kb * R, 0.0f);
+    // Under the causal rule the keys every query of the tile sees (whole K
+    // slivers of them) take the fused exp too; the rest of the block, at most
+    // R + mr keys along the diagonal, gets the column passes below.
+    int64_t kbFused = 0;
+    if (kv.fusedExp) kbFused = p.causal ? std::min(kb, std::max<int64_t>(0, visibleKeys(p, i0) - k0) / kt.mr * kt.mr) : kb;
+    if (kbFused > 0) scoresExp2Block(kt, kv, p.headDim, k0, kbFused, qbuf, R, sp.alpha, s, run);
+    if (kbFused < kb) {
+      // S^T rows for keys [kc0, kc0 + kbc): K's slivers for them start at kc0 (a multiple of mr).
+      const int64_t kc0 = k0 + kbFused, kbc = kb - kbFused;
+      float* sc = s + kbFused * R;
+      sp.m = kbc;
+      sp.out = sc;
+      if (p.headDim == 0) std::fill(sc, sc + kbc * R, 0.0f);
       for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC) {
         const int64_t kc = std::min(kGemmKC, p.headDim - pc);
         const float* qBlock = qbuf + rPadded * pc;
         if (!kv.inPlace) {
-          gemmMacroKernel(kt, sp, 0, kb, 0, 0, R, kc, kv.k + keysPadded * pc + k0 * kc, kc, kt.mr, qBlock, kc, pc > 0);
+          gemmMacroKernel(kt, sp, 0, kbc, 0, 0, R, kc, kv.k + keysPadded * pc + kc0 * kc, kc, kt.mr, qBlock, kc, pc > 0);
           continue;
         }
-        for (int64_t ir = 0; ir < kb; ir += kt.mr) {
-          const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
-          const float* kRows = kv.k + (k0 + ir) * kv.kStride + pc;
+        for (int64_t ir = 0; ir < kbc; ir += kt.mr) {
+          const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kbc - ir));
+          const float* kRows = kv.k + (kc0 + ir) * kv.kStride + pc;
           for (int64_t jr = 0; jr < R; jr += kt.nr)
-            kt.microKernelDirect(kc, kRows, kv.kStride, qBlock + jr * kc, kt.nr, s + ir * R + jr, R, sp.alpha, pc > 0,
+            kt.microKernelDirect(kc, kRows, kv.kStride, qBlock + jr * kc, kt.nr, sc + ir * R + jr, R, sp.alpha, pc > 0,
                                  rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)));
         }
       }
       if (p.mask) {
-        const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + k0 * p.maskStride[3];
+        const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + kc0 * p.maskStride[3];
         for (int64_t r = 0; r < R; ++r) {
           const float* m = mb + (i0 + r) * p.maskStride[2];
-          for (int64_t j = 0; j < kb; ++j) s[j * R + r] += maskToBase2(m[j * p.maskStride[3]]);
+          for (int64_t j = 0; j < kbc; ++j) sc[j * R + r] += maskToBase2(m[j * p.maskStride[3]]);
         }
       }
       if (p.keyPadding) {
-        const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
-        for (int64_t j = 0; j < kb; ++j)
-          if (pad[j]) std::fill(s + j * R, s + (j + 1) * R, kNegInf);
+        const uint8_t* pad = p.keyPadding + b * p.seqKV + kc0;
+        for (int64_t j = 0; j < kbc; ++j)
+          if (pad[j]) std::fill(sc + j * R, sc + (j + 1) * R, kNegInf);
       }
       if (p.causal) {
         for (int64_t r = 0; r < R; ++r)
-          for (int64_t j = std::max<int64_t>(k0, visibleKeys(p, i0 + r)); j < k0 + kb; ++j)
-            s[(j - k0) * R + r] = kNegInf;
+          for (int64_t j = std::max<int64_t>(kc0, visibleKeys(p, i0 + r)); j < kc0 + kbc; ++j)
+            sc[(j - kc0) * R + r] = kNegInf;
       }
 
       // Online softmax update, down each column (one column per query).
       std::fill(blockMax, blockMax + R, kNegInf);
-      kt.colMax(s, kb, R, R, blockMax);
-      bool rescale = false;
+      kt.colMax(sc, kbc, R, R, blockMax);
+      bool rescale = false, rescaleFused = false;
       for (int64_t r = 0; r < R; ++r) {
         const float m = std::max(runMax[r], blockMax[r]);
         // Factor applied to what the accumulator holds so far: 2^(old - new).
         factor[r] = runMax[r] == kNegInf ? 0.0f : (m == runMax[r] ? 1.0f : std::exp2(runMax[r] - m));
         rescale |= run.started && factor[r] != 1.0f;
+        rescaleFused |= factor[r] != 1.0f;
         runMax[r] = m;
         shift[r] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
         runSum[r] *= factor[r];
         blockMax[r] = 0.0f;  // reused as this block's sum
       }
-      kt.exp2SubColumns(s, kb, R, R, shift, blockMax);
+      // This block's fused rows were taken against the old shifts.
+      if (kbFused > 0 && rescaleFused) kt.scaleColumns(s, kbFused, R, R, factor);
+      kt.exp2SubColumns(sc, kbc, R, R, shift, blockMax);
+      if (kv.fusedExp) {
+        // The fused terms carry 2^-kScoresExp2ShiftMargin (scoresExp2Tile): these
+        // get it too, exactly, so that every term of the tile has one scale.
+        const float dropFactor = std::ldexp(1.0f, -kScoresExp2ShiftMargin);
+        for (int64_t r = 0; r < R; ++r) {
+          shift[r] = dropFactor;  // the shifts are spent: the row of factors for scaleColumns
+          blockMax[r] *= dropFactor;
+        }
+        kt.scaleColumns(sc, kbc, R, R, shift);
+      }
       for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
       if (rescale)
         for (int64_t r = 0; r < R; ++r)
