@@ -284,7 +284,8 @@ describe('as installed from the registry', () => {
     const lists = JSON.parse(fs.readFileSync(path.join(ROOT, 'native', 'sources.json'), 'utf8')) as Record<string, unknown>;
     const sources = Object.values(lists).filter((v): v is string[] => Array.isArray(v)).flat();
     expect(sources.length).toBeGreaterThan(10);
-    const needed = ['binding.gyp', 'native/sources.json', 'scripts/build-addon.js', PKG.main!, 'dist/lib/index.d.ts', ...sources];
+    const build = ['binding.gyp', 'native/sources.json', 'scripts/build-addon.js'];
+    const needed = [...build, PKG.main!, 'dist/lib/index.d.ts', ...sources];
     expect(needed.filter((f) => !files.has(f))).toEqual([]);
     expect([...files].filter((f) => f.startsWith('native/fuzz/') || f.startsWith('native/tests/'))).toEqual([]);
   });
@@ -301,7 +302,9 @@ describe('as installed from the registry', () => {
       delete env.MHSA_ADDON;
       const r = spawnSync(process.execPath, ['-e', 'require(".")'], { cwd: dir, env, encoding: 'utf8' });
       expect(r.status).not.toBe(0);
-      expect(r.stderr).toContain('mhsa: the native addon (build/Release/mhsa.node) could not be loaded: Could not locate the bindings file.');
+      expect(r.stderr).toContain(
+        'mhsa: the native addon (build/Release/mhsa.node) could not be loaded: Could not locate the bindings file.',
+      );
       expect(r.stderr).toContain('npm approve-scripts mhsa');
       expect(r.stderr).toContain('npm rebuild mhsa');
     } finally {

@@ -304,8 +304,8 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     // Under the causal rule the keys every query of the tile sees (whole K
     // slivers of them) take the fused exp too; the rest of the block, at most
     // R + mr keys along the diagonal, gets the column passes below.
-    int64_t kbFused = 0;
-    if (kv.fusedExp) kbFused = p.causal ? std::min(kb, std::max<int64_t>(0, visibleKeys(p, i0) - k0) / kt.mr * kt.mr) : kb;
+    int64_t kbFused = kv.fusedExp ? kb : 0;
+    if (kv.fusedExp && p.causal) kbFused = std::min(kb, std::max<int64_t>(0, visibleKeys(p, i0) - k0) / kt.mr * kt.mr);
     if (kbFused > 0) scoresExp2Block(kt, kv, p.headDim, k0, kbFused, qbuf, R, sp.alpha, s, run);
     if (kbFused < kb) {
       // S^T rows for keys [kc0, kc0 + kbc): K's slivers for them start at kc0 (a multiple of mr).
@@ -318,7 +318,8 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
         const int64_t kc = std::min(kGemmKC, p.headDim - pc);
         const float* qBlock = qbuf + rPadded * pc;
         if (!kv.inPlace) {
-          gemmMacroKernel(kt, sp, 0, kbc, 0, 0, R, kc, kv.k + keysPadded * pc + kc0 * kc, kc, kt.mr, qBlock, kc, pc > 0);
+          const float* kSlivers = kv.k + keysPadded * pc + kc0 * kc;
+          gemmMacroKernel(kt, sp, 0, kbc, 0, 0, R, kc, kSlivers, kc, kt.mr, qBlock, kc, pc > 0);
           continue;
         }
         for (int64_t ir = 0; ir < kbc; ir += kt.mr) {

@@ -55,8 +55,9 @@ inline __m256 expNonPositive256(__m256 x) {
 // polynomial is kExp2Poly, exp2_poly.h): r = x - round(x) is exact, and 2^n
 // for n in [-126, 128] is applied as two powers of two, 2^(n>>1) then
 // 2^(n - (n>>1)): the first product is exact and the second rounds once, as
-// vscalefps would, near the denormal range and near FLT_MAX alike. Below -126 the result is 0 (-inf
-// too); the clamp keeps n in [-126, 128], and NaN passes through.
+// vscalefps would, near the denormal range and near FLT_MAX alike. Below -126
+// the result is 0 (-inf too); the clamp keeps n in [-126, 128], and NaN
+// passes through.
 inline __m256 exp2Avx2(__m256 x) {
   const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);  // false for NaN
   const __m256 xc = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(_mm256_set1_ps(-126.0f), x));
