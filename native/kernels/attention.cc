@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../runtime/thread_pool.h"
+#include "exp_poly.h"
 #include "gemm.h"
 #include "kernel_table.h"
 #include "scratch.h"
@@ -29,8 +30,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // The tiled path works in base 2: log2(e) is folded into the scale of S^T
 // (and into an additive mask as it is added), so the column softmax computes
 // 2^(s - max), the same value as exp of the unscaled logits, without a
-// multiply and a two-part ln2 reduction per score (kt.exp2SubColumns).
-constexpr float kLog2e = 1.44269504088896341f;
+// multiply and a two-part ln2 reduction per score (kt.exp2SubColumns; kLog2e
+// from exp_poly.h).
 
 // V is packed in kGemmKC-key blocks and a key block must start on one.
 static_assert(kAttentionKeyBlock % kGemmKC == 0, "key blocks must align with V's packed blocks");
@@ -171,6 +172,21 @@ struct SoftmaxRun {
   bool started;
 };
 
+// The column passes' exp for scores whose terms join the fused kernel's:
+// s[j][c] = 2^(s[j][c] - shift[c]) times the kernel's exact
+// 2^-kScoresExp2ShiftMargin, and each column's sum of them (scaled alike)
+// added to sum[c], for cols <= kAttentionQueryTile.
+void exp2SubColumnsFusedScale(const KernelTable& kt, float* s, int64_t rows, int64_t ld, int64_t cols,
+                              const float* shift, float* sum) {
+  float drop[kAttentionQueryTile], colSum[kAttentionQueryTile];
+  const float dropFactor = std::ldexp(1.0f, -kScoresExp2ShiftMargin);
+  std::fill(drop, drop + cols, dropFactor);
+  std::fill(colSum, colSum + cols, 0.0f);
+  kt.exp2SubColumns(s, rows, ld, cols, shift, colSum);
+  kt.scaleColumns(s, rows, ld, cols, drop);
+  for (int64_t c = 0; c < cols; ++c) sum[c] += colSum[c] * dropFactor;
+}
+
 // A tile that scoresExp2Tile left raw: some score passed its column's shift
 // by more than kScoresExp2ShiftMargin + kScoresExp2Headroom (or the column
 // saw only -inf or NaN so far). Such a column's shift rises to its largest
@@ -181,27 +197,22 @@ struct SoftmaxRun {
 // below 2^-126 stay as denormals here: weights below 2^-78 of the row's).
 void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, int rows, int64_t col, int cols,
                 SoftmaxRun& run) {
-  float top[32], factor[32], expShift[32], tileSum[32], drop[32];
+  float top[32], factor[32], expShift[32];
   float* tile = block + row * ld + col;
   std::copy(run.shift + col, run.shift + col + cols, top);
   kt.colMax(tile, rows, ld, cols, top);
-  const float dropFactor = std::ldexp(1.0f, -kScoresExp2ShiftMargin);
   for (int c = 0; c < cols; ++c) {
     const float old = run.shift[col + c], m = top[c];
     factor[c] = old == kNegInf ? 0.0f : (m == old ? 1.0f : std::exp2(old - m));
     run.shift[col + c] = m;
     run.sum[col + c] *= factor[c];
     expShift[c] = m == kNegInf ? 0.0f : m;  // an all -inf column: exp gives 0 and the sum stays 0
-    tileSum[c] = 0.0f;
-    drop[c] = dropFactor;
   }
   kt.scaleColumns(block + col, row, ld, cols, factor);
   if (run.started)
     for (int c = 0; c < cols; ++c)
       if (factor[c] != 1.0f) kt.scaleInPlace(run.acc + (col + c) * run.accStride, run.dv, factor[c]);
-  kt.exp2SubColumns(tile, rows, ld, cols, expShift, tileSum);
-  kt.scaleColumns(tile, rows, ld, cols, drop);
-  for (int c = 0; c < cols; ++c) run.sum[col + c] += tileSum[c] * dropFactor;
+  exp2SubColumnsFusedScale(kt, tile, rows, ld, cols, expShift, run.sum + col);
 }
 
 // S^T = alpha · K · Q^T for keys [k0, k0 + kb) into s (row stride R), each
@@ -365,18 +376,13 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       }
       // This block's fused rows were taken against the old shifts.
       if (kbFused > 0 && rescaleFused) kt.scaleColumns(s, kbFused, R, R, factor);
-      kt.exp2SubColumns(sc, kbc, R, R, shift, blockMax);
       if (kv.fusedExp) {
-        // The fused terms carry 2^-kScoresExp2ShiftMargin (scoresExp2Tile): these
-        // get it too, exactly, so that every term of the tile has one scale.
-        const float dropFactor = std::ldexp(1.0f, -kScoresExp2ShiftMargin);
-        for (int64_t r = 0; r < R; ++r) {
-          shift[r] = dropFactor;  // the shifts are spent: the row of factors for scaleColumns
-          blockMax[r] *= dropFactor;
-        }
-        kt.scaleColumns(sc, kbc, R, R, shift);
+        // The tile's fused terms carry the kernel's 2^-margin: these get it too.
+        exp2SubColumnsFusedScale(kt, sc, kbc, R, R, shift, runSum);
+      } else {
+        kt.exp2SubColumns(sc, kbc, R, R, shift, blockMax);
+        for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
       }
-      for (int64_t r = 0; r < R; ++r) runSum[r] += blockMax[r];
       if (rescale)
         for (int64_t r = 0; r < R; ++r)
           if (factor[r] != 1.0f) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);

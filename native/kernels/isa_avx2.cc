@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "exp2_poly.h"
+#include "exp_poly.h"
 #include "kernel_table.h"
 #include "microkernel_avx2.h"
 #include "scores_avx2.h"

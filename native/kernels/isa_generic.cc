@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "exp2_poly.h"
+#include "exp_poly.h"
 #include "kernel_table.h"
 
 // On arm64 the baseline includes NEON: the GEMM micro-kernels are hand-written

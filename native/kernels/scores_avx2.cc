@@ -81,10 +81,7 @@ float absMaxRowsAvx2(const float* x, int64_t rows, int64_t cols, int64_t ld) {
     if (j < cols)  // masked-off lanes load 0
       m = _mm256_max_ps(_mm256_and_ps(_mm256_maskload_ps(row + j, avx2lanes::laneMask(cols - j)), absMask), m);
   }
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
+  return avx2lanes::horizontalMax(m);
 }
 
 }  // namespace mhsa

@@ -4,8 +4,8 @@
 // `?:`, defeat its vectorizer, so softmax ran at 2 GB/s (a tenth of this
 // machine's read bandwidth) and attention's exp dominated its tiles.
 //
-// The row exp has the algorithm and constants of expApprox and of the AVX-512
-// row exp: x = n·ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r),
+// The row exp has the algorithm of expApprox and the AVX-512 row exp, with
+// exp_poly.h's constants: x = n·ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r),
 // then the result scaled by 2^n, which AVX2 (no vscalefps) builds in the
 // exponent bits. Compiled with -mavx2 -mfma only.
 #include "softmax_avx2.h"
@@ -17,11 +17,14 @@
 
 #include "avx2_lanes.h"
 #include "exp2_poly.h"
+#include "exp_poly.h"
 
 namespace mhsa {
 
 namespace {
 
+using avx2lanes::horizontalMax;
+using avx2lanes::horizontalSum;
 using avx2lanes::laneMask;
 
 // 2^e for integer lanes e in [-126, 127], built in the exponent bits.
@@ -36,17 +39,13 @@ inline __m256 powerOfTwo(__m256i e) {
 // multiply applies it. Over [-87.34, 0] the bits are those of the clamped,
 // two-step form this replaced (its first step was exact).
 inline __m256 expNonPositive256(__m256 x) {
-  const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654475f), _CMP_LT_OQ);  // false for NaN
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);  // false for NaN
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpPolyQ[0]);
+  for (int t = 1; t < kExpPolyQTerms; ++t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPolyQ[t]));
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
   return _mm256_andnot_ps(below, _mm256_mul_ps(p, powerOfTwo(_mm256_cvtps_epi32(n))));
 }
@@ -69,20 +68,6 @@ inline __m256 exp2Avx2(__m256 x) {
   const __m256i half = _mm256_srai_epi32(ni, 1);
   const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, powerOfTwo(half)), powerOfTwo(_mm256_sub_epi32(ni, half)));
   return _mm256_andnot_ps(below, y);
-}
-
-inline float horizontalMax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  return _mm_cvtss_f32(m);
-}
-
-inline float horizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
 }
 
 }  // namespace

@@ -1,14 +1,15 @@
 // Softmax's row passes (max, exp and sum, streaming scale) and attention's
 // column exp with AVX-512 intrinsics; the compiler's vectorization of the
 // portable loops keeps expApprox's int conversions and blends. The row exp
-// has expApprox's algorithm and constants (portable_kernels.inc):
-// x = n·ln2 + r, a degree-6 polynomial for exp(r), and 2^n applied with
-// vscalefps, which needs no trip through the exponent bits. Compiled with the
+// has expApprox's algorithm and exp_poly.h's constants: x = n·ln2 + r, a
+// degree-6 polynomial for exp(r), and 2^n applied with vscalefps, which
+// needs no trip through the exponent bits. Compiled with the
 // AVX-512 flags only.
 #include "softmax_avx512.h"
 
 #include "avx512_intrinsics.h"
 #include "exp2_avx512.h"
+#include "exp_poly.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -22,17 +23,13 @@ namespace {
 // vscalefps gives 0, NaN passes through every step, and +inf cannot arrive.
 // Over [-87.34, 0] the bits are those of the clamped form this replaced.
 inline __m512 expNonPositive512(__m512 x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654475f), _CMP_NLT_UQ);  // true for NaN
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_NLT_UQ);  // true for NaN
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPolyQ[0]);
+  for (int t = 1; t < kExpPolyQTerms; ++t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPolyQ[t]));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   return _mm512_maskz_scalef_ps(normal, p, n);
 }
