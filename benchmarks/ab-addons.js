@@ -13,7 +13,7 @@
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
- * AB_CAUSAL=1 the causal rule.
+ * AB_CAUSAL=1 the causal rule. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -84,17 +84,20 @@ function workload() {
     };
   }
   if (kind === 'matmul') {
-    // A row-major product from JS, B unpacked (packed inside every call).
+    // A row-major product from JS, B unpacked (packed inside every call), or with AB_PREPACK=1
+    // prepacked once per build (as the block's weights are).
     const [M, K, N] = (rest[0] ?? '197,768,2304').split(',').map(Number);
     const [rounds = 30, burst = 5] = nums;
     const a = { data: rnd(M * K), shape: [M, K] }, b = { data: rnd(K * N), shape: [K, N] };
+    const prepacked = process.env.AB_PREPACK === '1';
     return {
-      label: `matmul ${M}x${K}x${N}`,
+      label: `matmul ${M}x${K}x${N}${prepacked ? ' prepacked B' : ''}`,
       rounds,
       burst,
       prepare(m) {
         const out = { data: new Float32Array(M * N), shape: [M, N] };
-        return { out, run: () => m.matmul(a, b, { out }) };
+        const bb = prepacked ? m.prepack(b) : b;
+        return { out, run: () => m.matmul(a, bb, { out }) };
       },
     };
   }

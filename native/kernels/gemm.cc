@@ -430,6 +430,27 @@ void gemmParallel(const GemmProblem& p) {
   const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
   const int64_t kcMax = std::min(kcb, p.k);
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, mr));
+  const int64_t slivers = ceilDiv(p.m, mr);
+  if (p.packedB && slivers >= kGemmOwnRowsMinSlivers * threads) {
+    // A prepacked B (a weight) and a tall A: each thread takes its own rows,
+    // packs their A itself and runs them against all of B. There is nothing
+    // to share, so one fork/join serves the whole product: no barrier between
+    // packing A and using it, and no thread reads slivers the other packed.
+    parallelFor(threads, [&](int64_t t) {
+      const int64_t r0 = slivers * t / threads * mr, r1 = std::min(p.m, slivers * (t + 1) / threads * mr);
+      if (r0 >= r1) return;
+      float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
+      for (int64_t ic = r0; ic < r1; ic += kGemmMC) {
+        const int64_t mc = std::min(kGemmMC, r1 - ic);
+        for (int64_t pc = 0; pc < p.k; pc += kcb) {
+          const int64_t kc = std::min(kcb, p.k - pc);
+          packA(p.a, ic, mc, pc, kc, mr, ap, p.aLayerNorm);
+          updateRegion(kt, p, ic, mc, pc, kc, ncb, 0, p.n, ap, nullptr, p.accumulate || pc > 0);
+        }
+      }
+    });
+    return;
+  }
   // The A block is packed by all threads together and shared (read from L3);
   // each thread packs its own B blocks into its own scratch (its own L2).
   float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
@@ -439,13 +460,13 @@ void gemmParallel(const GemmProblem& p) {
     chooseGrid(mc, p.n, mr, nr, threads, &tm, &tn);
     const int64_t mPer = ceilDiv(ceilDiv(mc, mr), tm) * mr;  // rows per region (whole slivers)
     const int64_t nPer = ceilDiv(ceilDiv(p.n, nr), tn) * nr;  // columns per region
-    const int64_t slivers = ceilDiv(mc, mr);
+    const int64_t mcSlivers = ceilDiv(mc, mr);
     for (int64_t pc = 0; pc < p.k; pc += kcb) {
       const int64_t kc = std::min(kcb, p.k - pc);
-      const int64_t packTasks = std::min<int64_t>(slivers, threads * 4);
-      const int64_t perTask = ceilDiv(slivers, packTasks);
+      const int64_t packTasks = std::min<int64_t>(mcSlivers, threads * 4);
+      const int64_t perTask = ceilDiv(mcSlivers, packTasks);
       parallelFor(packTasks, [&](int64_t t) {
-        const int64_t s0 = t * perTask, s1 = std::min(slivers, s0 + perTask);
+        const int64_t s0 = t * perTask, s1 = std::min(mcSlivers, s0 + perTask);
         if (s0 >= s1) return;
         const int64_t r0 = s0 * mr, r1 = std::min(mc, s1 * mr);
         packA(p.a, ic + r0, r1 - r0, pc, kc, mr, ap + r0 * kc, p.aLayerNorm);

@@ -175,6 +175,14 @@ void gemmParallel(const GemmProblem& p);
 // two measured 0.92x, 96^3 0.78x; 32 x 64 x 64 (half of it) 1.08x, a loss.
 constexpr double kGemmParallelMinFlops = 512.0 * 1024;
 
+// Row slivers per thread from which gemmParallel gives each thread its own
+// rows of a product against a prepacked B (each packs its own A; see there):
+// 32 x 12 = 384 rows. Measured against the shared A block at depth 768, 2
+// threads: 1576 rows 0.90-0.98x the time, 1024 rows 0.97x, 788 rows 0.997x,
+// 394 rows 1.01x (a thread's share of B re-read per A block then costs more
+// than the barrier it saves).
+constexpr int64_t kGemmOwnRowsMinSlivers = 32;
+
 // Flops of one product below which a batch of at least `threads` products
 // runs one whole product per task (matmul_op.cc) instead of each product
 // split over the pool.
