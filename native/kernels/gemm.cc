@@ -369,12 +369,30 @@ void gemmDirect(const KernelTable& kt, const GemmProblem& p, int64_t m0, int64_t
   }
 }
 
-}  // namespace
-
-// Loop nest: ic (A block, packed once, L3) -> pc -> jc (B block, L2) -> ir -> jr.
+// Rows [r0, r1) of the product against all of B on the calling thread, with
+// its own scratch. Loop nest: ic (A block, packed once, L3) -> pc -> jc (B block, L2) -> ir -> jr.
 // A is the costlier operand to pack (a transpose into mr-row slivers when it
 // is row-major), so it is packed once per (ic, pc); B blocks (plain copies for
 // row-major B, or prepacked) are cheap to repack per A block.
+void rowsAgainstAllOfB(const KernelTable& kt, const GemmProblem& p, int64_t r0, int64_t r1) {
+  const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
+  const int64_t kcMax = std::min(kcb, p.k);
+  const int64_t mcMax = std::min(kGemmMC, roundUp(r1 - r0, kt.mr));
+  const int64_t ncMax = std::min(ncb, roundUp(p.n, kt.nr));
+  float* bp = p.packedB ? nullptr : scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
+  float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
+  for (int64_t ic = r0; ic < r1; ic += kGemmMC) {
+    const int64_t mc = std::min(kGemmMC, r1 - ic);
+    for (int64_t pc = 0; pc < p.k; pc += kcb) {
+      const int64_t kc = std::min(kcb, p.k - pc);
+      packA(p.a, ic, mc, pc, kc, kt.mr, ap, p.aLayerNorm);
+      updateRegion(kt, p, ic, mc, pc, kc, ncb, 0, p.n, ap, bp, p.accumulate || pc > 0);
+    }
+  }
+}
+
+}  // namespace
+
 void gemmSerial(const GemmProblem& p) {
   if (p.m <= 0 || p.n <= 0) return;
   if (p.k <= 0) {
@@ -386,20 +404,7 @@ void gemmSerial(const GemmProblem& p) {
     gemmDirect(kt, p, 0, p.m, 0, p.n);
     return;
   }
-  const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
-  const int64_t kcMax = std::min(kcb, p.k);
-  const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, kt.mr));
-  const int64_t ncMax = std::min(ncb, roundUp(p.n, kt.nr));
-  float* bp = p.packedB ? nullptr : scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(ncMax * kcMax));
-  float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
-  for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
-    const int64_t mc = std::min(kGemmMC, p.m - ic);
-    for (int64_t pc = 0; pc < p.k; pc += kcb) {
-      const int64_t kc = std::min(kcb, p.k - pc);
-      packA(p.a, ic, mc, pc, kc, kt.mr, ap, p.aLayerNorm);
-      updateRegion(kt, p, ic, mc, pc, kc, ncb, 0, p.n, ap, bp, p.accumulate || pc > 0);
-    }
-  }
+  rowsAgainstAllOfB(kt, p, 0, p.m);
 }
 
 void gemmParallel(const GemmProblem& p) {
@@ -438,16 +443,7 @@ void gemmParallel(const GemmProblem& p) {
     // packing A and using it, and no thread reads slivers the other packed.
     parallelFor(threads, [&](int64_t t) {
       const int64_t r0 = slivers * t / threads * mr, r1 = std::min(p.m, slivers * (t + 1) / threads * mr);
-      if (r0 >= r1) return;
-      float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
-      for (int64_t ic = r0; ic < r1; ic += kGemmMC) {
-        const int64_t mc = std::min(kGemmMC, r1 - ic);
-        for (int64_t pc = 0; pc < p.k; pc += kcb) {
-          const int64_t kc = std::min(kcb, p.k - pc);
-          packA(p.a, ic, mc, pc, kc, mr, ap, p.aLayerNorm);
-          updateRegion(kt, p, ic, mc, pc, kc, ncb, 0, p.n, ap, nullptr, p.accumulate || pc > 0);
-        }
-      }
+      if (r0 < r1) rowsAgainstAllOfB(kt, p, r0, r1);
     });
     return;
   }
