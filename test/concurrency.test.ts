@@ -14,7 +14,7 @@ import { Worker } from 'node:worker_threads';
 import * as mhsa from '../lib';
 import { info } from '../lib';
 import { dotProductScale, expectClose, pickSeed } from './helpers/random';
-import { refAttention, refLayerNorm, refMatmul, refMatmulMagnitude, refSoftmax } from './helpers/reference';
+import { absValues, refAttention, refLayerNorm, refMatmul, refMatmulMagnitude, refSoftmax } from './helpers/reference';
 import { refBlock } from './fixtures-scripts/block-reference';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -56,9 +56,9 @@ function ensureCompiled(): void {
 }
 
 /**
- * The float64 reference of one op of the mix; `scale`, for a product with a single output element,
- * is the size of its terms, which that element can cancel far below (seed 150937459's op 545,
- * 1x12x1, came to 2.1e-5 of its own size), as test/fuzz measures it.
+ * The float64 reference of one op of the mix; `scale`, for a product or an attention with a single
+ * output element, is the size of its terms, which that element can cancel far below (seed
+ * 150937459's op 545, 1x12x1, came to 2.1e-5 of its own size), as test/fuzz measures it.
  */
 function reference(op: MixOp, w: BlockWeights): { output: Float64Array; weights?: Float64Array; scale?: number } {
   switch (op.kind) {
@@ -80,7 +80,7 @@ function reference(op: MixOp, w: BlockWeights): { output: Float64Array; weights?
     case 'layerNorm':
       return { output: refLayerNorm(op.x, op.shape, op.weight, op.bias, op.eps ?? 1e-5) };
     case 'attention': {
-      const r = refAttention(op.q, op.qShape, op.k, op.kShape, op.v, op.vShape, {
+      const opts = {
         layout: op.layout === '3d' ? undefined : op.layout,
         heads: op.heads,
         kvHeads: op.kvHeads,
@@ -89,8 +89,12 @@ function reference(op: MixOp, w: BlockWeights): { output: Float64Array; weights?
         maskShape: op.maskShape,
         keyPaddingMask: op.keyPaddingMask,
         scale: op.scale,
-      });
-      return { output: r.output.data, weights: op.returnWeights ? r.weights.data : undefined };
+      };
+      const r = refAttention(op.q, op.qShape, op.k, op.kShape, op.v, op.vShape, opts);
+      // One output element is Σ p_j v_j, which signed v can cancel (seed 1589032622's op 492: one
+      // query, 12 keys, head dim 1, at 2.6e-5 of its own size): measured against Σ p_j |v_j|.
+      const scale = r.output.data.length !== 1 ? undefined : dotProductScale(refAttention(op.q, op.qShape, op.k, op.kShape, absValues(op.v), op.vShape, opts).output.data);
+      return { output: r.output.data, weights: op.returnWeights ? r.weights.data : undefined, scale };
     }
     case 'block': {
       const B = op.shape.length === 3 ? op.shape[0] : 1;
