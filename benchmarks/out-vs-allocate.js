@@ -19,6 +19,10 @@ const m = require(path.resolve(__dirname, '..'));
 
 const rounds = Number(process.argv[2] || 20);
 const only = process.argv[3];
+if (!(rounds > 0) || (only !== undefined && only !== 'out' && only !== 'allocate')) {
+  console.error('usage: node benchmarks/out-vs-allocate.js [rounds = 20] [out|allocate]');
+  process.exit(2);
+}
 const burst = 5;
 const random = (n, s = 1) => Float32Array.from({ length: n }, () => (Math.random() - 0.5) * s);
 const t = (data, shape) => m.tensor(data, shape);

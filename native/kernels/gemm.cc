@@ -432,9 +432,6 @@ void gemmParallel(const GemmProblem& p) {
     });
     return;
   }
-  const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
-  const int64_t kcMax = std::min(kcb, p.k);
-  const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, mr));
   const int64_t slivers = ceilDiv(p.m, mr);
   if (p.packedB && slivers >= kGemmOwnRowsMinSlivers * threads) {
     // A prepacked B (a weight) and a tall A: each thread takes its own rows,
@@ -447,6 +444,9 @@ void gemmParallel(const GemmProblem& p) {
     });
     return;
   }
+  const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
+  const int64_t kcMax = std::min(kcb, p.k);
+  const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, mr));
   // The A block is packed by all threads together and shared (read from L3);
   // each thread packs its own B blocks into its own scratch (its own L2).
   float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
