@@ -259,6 +259,11 @@ describe(`matmul vs float64 reference (seed ${SEED})`, () => {
     { aBatch: [3], M: 63, K: 197, N: 17, cShape: [17], out: 'poisoned' }, // batch folded into M
     { aBatch: [2], bBatch: [2], M: 65, K: 65, N: 63, cShape: [63], transposeA: true, out: 'poisoned' }, // one product per entry
     { M: 197, K: 768, N: 197, cShape: [197], alpha: -0.5, out: 'poisoned' },
+    // Packed, each thread its own rows (gemm.cc, ownRowsPerThread): shares within 3 %,
+    // with three depth blocks, and 17 row slivers at a depth of at most 128.
+    { M: 1000, K: 65, N: 197, cShape: [197], out: 'poisoned' },
+    { M: 1000, K: 1000, N: 65, cShape: [65], transposeA: true, out: 'poisoned' },
+    { M: 197, K: 63, N: 1000, cShape: [1000], transposeB: true, alpha: 0.5, out: 'poisoned' },
   ]);
 
   caseTest('out provided (poisoned with NaN, guarded)', (rng) => {

@@ -391,6 +391,17 @@ void rowsAgainstAllOfB(const KernelTable& kt, const GemmProblem& p, int64_t r0, 
   }
 }
 
+// Whether gemmParallel splits the rows (each thread its own, see there) rather
+// than the columns (one A block packed together and shared): the constants'
+// comments give the measurements behind the choice.
+bool ownRowsPerThread(const GemmProblem& p, int64_t slivers, int threads) {
+  if (p.packedB) return slivers >= kGemmOwnRowsMinSlivers * threads;
+  if (slivers < kGemmOwnRowsMinSliversPacked * threads) return false;
+  const int64_t most = ceilDiv(slivers, threads);  // slivers of the largest share
+  const bool balanced = most * threads * 100 <= slivers * (100 + kGemmOwnRowsMaxImbalancePercent);
+  return balanced || p.k <= kGemmOwnRowsAnyBalanceMaxK;
+}
+
 }  // namespace
 
 void gemmSerial(const GemmProblem& p) {
@@ -433,11 +444,11 @@ void gemmParallel(const GemmProblem& p) {
     return;
   }
   const int64_t slivers = ceilDiv(p.m, mr);
-  if (p.packedB && slivers >= kGemmOwnRowsMinSlivers * threads) {
-    // A prepacked B (a weight) and a tall A: each thread takes its own rows,
-    // packs their A itself and runs them against all of B. There is nothing
-    // to share, so one fork/join serves the whole product: no barrier between
-    // packing A and using it, and no thread reads slivers the other packed.
+  if (ownRowsPerThread(p, slivers, threads)) {
+    // Each thread takes its own rows, packs their A itself and runs them
+    // against all of B. There is nothing to share, so one fork/join serves
+    // the whole product: no barrier between packing A and using it, no thread
+    // reads slivers the other packed, and no two threads store into one row.
     parallelFor(threads, [&](int64_t t) {
       const int64_t r0 = slivers * t / threads * mr, r1 = std::min(p.m, slivers * (t + 1) / threads * mr);
       if (r0 < r1) rowsAgainstAllOfB(kt, p, r0, r1);
