@@ -23,7 +23,7 @@ interface BlockClass {
     weights: { qkvWeight: Tensor; outWeight: Tensor; outBias: Tensor };
     norm: { weight: Tensor; bias: Tensor };
     eps: number;
-  }): { forward(x: Tensor, options: { out: Tensor }): Tensor };
+  }): { forward(x: Tensor, options?: { out?: Tensor }): Tensor };
 }
 
 /**

@@ -1,5 +1,6 @@
 /** The peers, in report order. Each is one file in this folder behind the {@link Impl} interface. */
 import { jsImpl } from './js';
+import { mhsaAllocImpl } from './mhsa-alloc';
 import { mhsaUnfusedImpl } from './mhsa-unfused';
 import { onnxruntimeImpl, onnxruntimeMhaImpl } from './onnxruntime';
 import { tfjsWasmImpl } from './tfjs-wasm';
@@ -7,4 +8,4 @@ import type { Impl } from './types';
 
 export type { Impl, Prepared } from './types';
 
-export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, mhsaUnfusedImpl, tfjsWasmImpl, jsImpl];
+export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, mhsaAllocImpl, mhsaUnfusedImpl, tfjsWasmImpl, jsImpl];

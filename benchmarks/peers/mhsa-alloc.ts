@@ -1,0 +1,68 @@
+/**
+ * mhsa called without `out`: each call allocates its result, as a script that
+ * writes `const y = attention(q, k, v)` does. The `mhsa` row passes a
+ * preallocated `out`; the difference between the two rows is what a fresh
+ * result costs (mostly the OS zeroing its pages on first write: README, "In a
+ * hot loop, pass `out`"). Peers allocate their outputs too (onnxruntime-node
+ * copies each output into a new JS array), so this is the like-for-like row.
+ */
+import { attention, matmul, setNumThreads, softmax, type Tensor } from '../../lib';
+import type { Inputs } from '../data';
+import { blockClass } from '../mhsa-impl';
+import type { Problem } from '../workloads';
+import type { Impl, Prepared } from './types';
+
+function t(data: Float32Array, shape: number[]): Tensor {
+  return { data, shape };
+}
+
+export const mhsaAllocImpl: Impl = {
+  name: 'mhsa-alloc',
+  label: 'mhsa, allocating each result',
+  maxThreads: 1024,
+  timed: {
+    gemm: 'matmul(a, b): a new result per call',
+    softmax: 'softmax(x): a new result per call',
+    attention: "attention(q, k, v, { causal }) on 'bhsd' [B, H, N, d] inputs: a new result per call",
+    block: 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x): a new result per call',
+  },
+  async load() {
+    return null;
+  },
+  supports(p: Problem) {
+    return p.kind === 'block' && !blockClass() ? 'this build has no MultiHeadSelfAttention' : null;
+  },
+  async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+    setNumThreads(threads);
+    const dispose = () => {};
+    if (p.kind === 'gemm' && x.kind === 'gemm') {
+      const a = t(x.a, [p.M, p.K]);
+      const b = t(x.b, [p.K, p.N]);
+      return { dispose, run: () => matmul(a, b).data };
+    }
+    if (p.kind === 'softmax' && x.kind === 'softmax') {
+      const xs = t(x.x, [p.rows, p.cols]);
+      return { dispose, run: () => softmax(xs).data };
+    }
+    if (p.kind === 'attention' && x.kind === 'attention') {
+      const q = t(x.q, [p.B, p.H, p.Nq, p.d]);
+      const k = t(x.k, [p.B, p.H, p.Nkv, p.d]);
+      const v = t(x.v, [p.B, p.H, p.Nkv, p.d]);
+      const opts = { causal: p.causal };
+      return { dispose, run: () => attention(q, k, v, opts).data };
+    }
+    const Block = blockClass();
+    if (p.kind === 'block' && x.kind === 'block' && Block) {
+      const { B, N, dim, heads, dimHead } = p;
+      const inner = heads * dimHead;
+      const block = new Block({
+        dim, heads, dimHead, eps: 1e-5,
+        weights: { qkvWeight: t(x.wqkv, [3 * inner, dim]), outWeight: t(x.wo, [dim, inner]), outBias: t(x.bo, [dim]) },
+        norm: { weight: t(x.gamma, [dim]), bias: t(x.beta, [dim]) },
+      });
+      const xs = t(x.x, [B, N, dim]);
+      return { dispose, run: () => block.forward(xs).data };
+    }
+    throw new Error(`mhsa-alloc: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
+  },
+};
