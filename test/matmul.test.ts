@@ -264,6 +264,9 @@ describe(`matmul vs float64 reference (seed ${SEED})`, () => {
     { M: 1000, K: 65, N: 197, cShape: [197], out: 'poisoned' },
     { M: 1000, K: 1000, N: 65, cShape: [65], transposeA: true, out: 'poisoned' },
     { M: 197, K: 63, N: 1000, cShape: [1000], transposeB: true, alpha: 0.5, out: 'poisoned' },
+    // Too large to run unpacked whole, split into regions that each run unpacked (12-row halves; column halves).
+    { M: 24, K: 1000, N: 300, cShape: [300], out: 'poisoned' },
+    { M: 36, K: 64, N: 2304, cShape: [2304], alpha: -2, out: 'poisoned' },
   ]);
 
   caseTest('out provided (poisoned with NaN, guarded)', (rng) => {
