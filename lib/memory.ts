@@ -5,6 +5,7 @@
  * RangeError before anything is allocated, instead of an out-of-memory kill
  * of the whole process (Linux overcommits, then kills on first touch).
  */
+import { Buffer, constants as bufferConstants } from 'node:buffer';
 import * as os from 'node:os';
 import { rangeError, typeError } from './errors';
 
@@ -71,6 +72,25 @@ export function allocateFloats(fn: string, what: string, n: number): Float32Arra
   checkAllocation(fn, [[what, n]]);
   try {
     return new Float32Array(n);
+  } catch (e) {
+    throw rangeError(fn, `could not allocate ${what} (${formatBytes(n * 4)}): ${(e as Error).message}`);
+  }
+}
+
+/**
+ * A new Float32Array of n elements for a result that the op then writes in
+ * full, within the limit. Its memory is not zeroed first: `new Float32Array(n)`
+ * zeroes reused memory with a memset that, for a softmax over 6144 x 512, cost
+ * as much as the softmax. Every op writes every element of its result (the
+ * tests poison `out` with NaN to check it), so no stale byte stays visible.
+ * Beyond Buffer's largest size it falls back to a zeroed array.
+ */
+export function allocateResultFloats(fn: string, what: string, n: number): Float32Array {
+  if (n * 4 > bufferConstants.MAX_LENGTH) return allocateFloats(fn, what, n);
+  checkAllocation(fn, [[what, n]]);
+  try {
+    const bytes = Buffer.allocUnsafeSlow(n * 4);
+    return new Float32Array(bytes.buffer, bytes.byteOffset, n);
   } catch (e) {
     throw rangeError(fn, `could not allocate ${what} (${formatBytes(n * 4)}): ${(e as Error).message}`);
   }

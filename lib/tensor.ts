@@ -1,5 +1,5 @@
 import { describe, formatShape, rangeError, typeError } from './errors';
-import { allocateFloats } from './memory';
+import { allocateResultFloats } from './memory';
 
 /**
  * A dense, row-major float32 tensor: `data` holds the elements, `shape` the dims.
@@ -162,7 +162,7 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
 export function resultTensor(fn: string, out: unknown, shape: number[]): Tensor {
   const n = elementCount(shape);
   if (n < 0) throw rangeError(fn, `the result shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
-  if (out === undefined) return { data: allocateFloats(fn, 'the result', n), shape };
+  if (out === undefined) return { data: allocateResultFloats(fn, 'the result', n), shape };
   const o = checkTensor(fn, 'out', out);
   if (o.shape.length !== shape.length || o.shape.some((d, i) => d !== shape[i])) {
     throw rangeError(fn, `out.shape must be ${formatShape(shape)}, received ${formatShape(o.shape)}`);

@@ -88,3 +88,20 @@ test('setAllocationLimit checks its argument', () => {
     expect(() => setAllocationLimit(bad)).toThrow(expect.objectContaining({ name: 'RangeError' }));
   }
 });
+
+test('an allocated result owns its whole ArrayBuffer (not a slice of a shared pool), at every size', () => {
+  // Results are allocated without zeroing (lib/memory.ts, allocateResultFloats). A pooled
+  // allocation (Buffer.allocUnsafe below 4 KiB) would put several results in one ArrayBuffer,
+  // so transferring one to a worker would detach the others.
+  for (const n of [1, 3, 17, 1000, 300_000]) {
+    const x = filled([2, n], 0.5);
+    const results = [softmax(x), softmax(x), matmul(filled([1, 2], 1), x)];
+    for (const r of results) {
+      expect(r.data.byteOffset).toBe(0);
+      expect(r.data.buffer.byteLength).toBe(r.data.length * 4);
+    }
+    expect(results[0].data.buffer).not.toBe(results[1].data.buffer);
+    expect(results[1].data.every((v) => Math.abs(v - 1 / n) < 1e-6 / n)).toBe(true);
+    expect(results[2].data.every((v) => v === 1)).toBe(true);
+  }
+});
