@@ -254,17 +254,22 @@ void emptyDepthOutput(const GemmProblem& p) {
 
 // How to split an m x n product over `threads`: a grid of tm x tn regions
 // (whole micro-tiles, but the last of each dim holds only what is left) whose
-// first, largest region has the fewest elements; of those, the one with the
-// most row regions. (Counting whole tiles, 17 x 300 tied, and its row split,
-// 12 rows against 5, took 67.5 us where the column split takes 49.6.)
-void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, int* tm, int* tn) {
+// first, largest region has the fewest elements. (Counting whole tiles, 17 x
+// 300 tied, and its row split, 12 rows against 5, took 67.5 us where the
+// column split takes 49.6.) A tie goes to the most row regions when tieToRows
+// (unpacked regions: two threads then store into different rows, gemm.h at
+// kGemmOwnRowsMinSliversPacked), else to the most column regions (a shared A
+// block: with rows split, each thread would pack all of B for few rows; 24 x
+// 768 x 768 on AVX2 took 0.46 ms so against 0.18).
+
+void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, bool tieToRows, int* tm, int* tn) {
   const int64_t mUnits = ceilDiv(m, mr), nUnits = ceilDiv(n, nr);
   int64_t best = -1;
   for (int a = 1; a <= threads; ++a) {
     if (threads % a) continue;
     const int b = threads / a;
     const int64_t cost = std::min(m, ceilDiv(mUnits, a) * mr) * std::min(n, ceilDiv(nUnits, b) * nr);
-    if (best < 0 || cost <= best) {  // a tie goes to more row regions (gemm.h, kGemmOwnRowsMinSliversPacked)
+    if (best < 0 || cost < best || (tieToRows && cost == best)) {
       best = cost;
       *tm = a;
       *tn = b;
@@ -439,7 +444,7 @@ void gemmParallel(const GemmProblem& p) {
   // high, or of small volume: 24 x 768 x 768 in two 12-row regions took
   // 132 us against 180 packed, 36 x 64 x 2304 in two column halves 56 against 82).
   int tm = 1, tn = 1;
-  chooseGrid(p.m, p.n, mr, nr, threads, &tm, &tn);
+  chooseGrid(p.m, p.n, mr, nr, threads, true, &tm, &tn);
   if (isNarrowDirect(kt, p) && p.m >= threads * mr) {
     // Split rows: each thread streams its own part of A (split columns, both would read all of it).
     tm = threads;
@@ -474,7 +479,7 @@ void gemmParallel(const GemmProblem& p) {
   for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
     const int64_t mc = std::min(kGemmMC, p.m - ic);
     int tm = 1, tn = 1;
-    chooseGrid(mc, p.n, mr, nr, threads, &tm, &tn);
+    chooseGrid(mc, p.n, mr, nr, threads, false, &tm, &tn);
     const int64_t mPer = ceilDiv(ceilDiv(mc, mr), tm) * mr;  // rows per region (whole slivers)
     const int64_t nPer = ceilDiv(ceilDiv(p.n, nr), tn) * nr;  // columns per region
     const int64_t mcSlivers = ceilDiv(mc, mr);
