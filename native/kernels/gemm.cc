@@ -258,10 +258,9 @@ void emptyDepthOutput(const GemmProblem& p) {
 // 300 tied, and its row split, 12 rows against 5, took 67.5 us where the
 // column split takes 49.6.) A tie goes to the most row regions when tieToRows
 // (unpacked regions: two threads then store into different rows, gemm.h at
-// kGemmOwnRowsMinSliversPacked), else to the most column regions (a shared A
+// kGemmSplitRowsMinSlivers), else to the most column regions (a shared A
 // block: with rows split, each thread would pack all of B for few rows; 24 x
-// 768 x 768 on AVX2 took 0.46 ms so against 0.18).
-
+// 768 x 768 on AVX2 took 0.46 ms split so, against 0.18-0.33).
 void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, bool tieToRows, int* tm, int* tn) {
   const int64_t mUnits = ceilDiv(m, mr), nUnits = ceilDiv(n, nr);
   int64_t best = -1;
@@ -408,10 +407,10 @@ void rowsAgainstAllOfB(const KernelTable& kt, const GemmProblem& p, int64_t r0, 
 // comments give the measurements behind the choice.
 bool ownRowsPerThread(const GemmProblem& p, int64_t slivers, int threads) {
   if (p.packedB) return slivers >= kGemmOwnRowsMinSlivers * threads;
-  if (slivers < kGemmOwnRowsMinSliversPacked * threads) return false;
+  if (slivers < kGemmSplitRowsMinSlivers * threads) return false;
   const int64_t most = ceilDiv(slivers, threads);  // slivers of the largest share
-  const bool balanced = most * threads * 100 <= slivers * (100 + kGemmOwnRowsMaxImbalancePercent);
-  return balanced || p.k <= kGemmOwnRowsAnyBalanceMaxK;
+  const bool balanced = most * threads * 100 <= slivers * (100 + kGemmSplitRowsMaxImbalancePercent);
+  return balanced || p.k <= kGemmSplitRowsAnyBalanceMaxK;
 }
 
 }  // namespace

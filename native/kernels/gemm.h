@@ -185,9 +185,9 @@ constexpr int64_t kGemmOwnRowsMinSlivers = 32;
 
 // When B is packed per call, each thread takes its own rows (packing its A
 // rows and all of B itself, one fork/join) if it gets at least
-// kGemmOwnRowsMinSliversPacked row slivers and either the shares differ by at
-// most kGemmOwnRowsMaxImbalancePercent or the depth is at most
-// kGemmOwnRowsAnyBalanceMaxK. Otherwise the threads split the columns and share
+// kGemmSplitRowsMinSlivers row slivers and either the shares differ by at
+// most kGemmSplitRowsMaxImbalancePercent or the depth is at most
+// kGemmSplitRowsAnyBalanceMaxK. Otherwise the threads split the columns and share
 // one packed A. Split by columns, both threads store into the same rows of
 // out, and on Zen 4 that costs far more than it should: 512 x 64 x 512 (m k n)
 // took 205 us with two column halves of one out and 163 us with the same
@@ -195,16 +195,16 @@ constexpr int64_t kGemmOwnRowsMinSlivers = 32;
 // Each core's prefetchers appear to pull lines of the other core's half of a
 // page into its cache, so the other's next store to them must take them
 // back. The shallower the product, the more stores per flop, the worse it is
-// (197 rows, n 768: 2.3x at k 64, 1.09x at 128, 1.04x at 256, 1.01x at 512).
+// (197 rows, n 768: 1.2-2.3x at k 64, 1.09x at 128, 1.04x at 256, 1.01x at 512).
 // Own rows measured (2 threads, us, against the column split): 512 x 64 x
 // 512 167 / 208, 512^3 1294 / 1586, 1024^3 9845 / 10788, 256^3 160 / 177,
 // 197 x 64 x 768 107 / 229. With 17 slivers (197 rows) the 9 / 8 split
 // leaves a thread 6 % more rows and both pack all of B, so at depth >= 256
 // the column split stays ahead (197 x 768 x 2304: 3181 / 3558); with few
 // rows per thread repacking all of B dominates (48 x 64 x 4096: 161 / 146).
-constexpr int64_t kGemmOwnRowsMinSliversPacked = 4;
-constexpr int64_t kGemmOwnRowsMaxImbalancePercent = 3;
-constexpr int64_t kGemmOwnRowsAnyBalanceMaxK = 128;
+constexpr int64_t kGemmSplitRowsMinSlivers = 4;
+constexpr int64_t kGemmSplitRowsMaxImbalancePercent = 3;
+constexpr int64_t kGemmSplitRowsAnyBalanceMaxK = 128;
 
 // Flops of one product below which a batch of at least `threads` products
 // runs one whole product per task (matmul_op.cc) instead of each product
