@@ -33,6 +33,11 @@
  * loader shares between the two libraries (GNU_UNIQUE), so builds that size it
  * differently corrupt the heap. Both also run the current dist/ (lib/), so a
  * native entry point only one of them has cannot be compared this way.
+ * Builds that use that scratch at different sizes (a GEMM change to how a
+ * product is split, say) share it too, and the ratio can mislead: 197 x 64 x
+ * 768 measured 1.575x the time here for a build that took 0.45x the time in a
+ * process of its own (RESULTS.md, entry 86). Compare such builds in separate
+ * processes, alternated (MHSA_ADDON=<path> selects the build).
  */
 const fs = require('node:fs');
 const os = require('node:os');
