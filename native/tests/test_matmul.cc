@@ -2,6 +2,7 @@
 // against a float64 reference, on poisoned outputs.
 #include <string>
 
+#include "../runtime/thread_pool.h"
 #include "check.h"
 #include "support.h"
 
@@ -172,4 +173,19 @@ TEST(matmul_empty_dims_write_nothing_or_zeros) {
   CHECK_MSG(st.ok(), st.message);
   runCall(call);
   for (int i = 0; i < 6; ++i) CHECK(out[i] == 2 * c[i]);
+}
+
+TEST(matmul_column_blocks_all_taken_by_one_thread) {
+  // Called from inside a parallel task, gemmParallel runs its tasks on this
+  // thread alone, one after the other: the first takes its own column blocks,
+  // then every block of the other threads' runs from the back (gemm.cc,
+  // BlockRun), as a thread does when the host stalls the others.
+  if (numThreads() < 2) return;
+  std::mt19937_64 rng(testSeed() + 7);
+  parallelFor(2, [&](int64_t t) {
+    if (t != 0) return;
+    runCase({197, 1000, 768, false, false, 1, 1, true, false, 0, 0}, rng);   // B packed per call, whole blocks
+    runCase({197, 1000, 768, false, true, 1, 0, false, true, 0, 0}, rng);    // prepacked, blocks fetched ahead
+    runCase({197, 300, 1100, false, false, 0.5f, 1, true, false, 0, 0}, rng);  // several depth blocks
+  });
 }
