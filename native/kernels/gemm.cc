@@ -297,10 +297,14 @@ void packWholeB(const StridedMatrix& b, int64_t k, int64_t n, float* packed) {
 
 namespace {
 
+// Whether the blocks of a prepacked B are fetched ahead into L2 beside an A block of mc x kc (see updateRegion).
+bool fetchesAhead(const KernelTable& kt, const GemmProblem& p, int64_t mc, int64_t kc) {
+  return p.packedB && roundUp(mc, kt.mr) * kc * 4 <= kGemmFetchAheadMaxABytes;
+}
+
 // Columns per block of updateRegion's walk (and of the blocks gemmParallel's threads claim).
 int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t mc, int64_t kc, int64_t ncb) {
-  const bool fetchAhead = p.packedB && roundUp(mc, kt.mr) * kc * 4 <= kGemmFetchAheadMaxABytes;
-  return fetchAhead ? gemmPrepackedColumnBlock(kc) : ncb;
+  return fetchesAhead(kt, p, mc, kc) ? gemmPrepackedColumnBlock(kc) : ncb;
 }
 
 // Columns [jc, jc + nc) of one rank-kc update (one block of updateRegion's
@@ -314,7 +318,7 @@ void updateBlock(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_
   if (p.packedB) {
     const float* depthBlock = p.packedB + roundUp(p.n, kt.nr) * pc;
     bBlock = depthBlock + jc * kc;
-    if (nextJc >= 0 && roundUp(mc, kt.mr) * kc * 4 <= kGemmFetchAheadMaxABytes) {
+    if (nextJc >= 0 && fetchesAhead(kt, p, mc, kc)) {
       next = depthBlock + nextJc * kc;
       nextFloats = roundUp(nextNc, kt.nr) * kc;
     }
@@ -535,44 +539,41 @@ void gemmParallel(const GemmProblem& p) {
         const int64_t r0 = s0 * mr, r1 = std::min(mc, s1 * mr);
         packA(p.a, ic + r0, r1 - r0, pc, kc, mr, ap + r0 * kc, p.aLayerNorm);
       });
-      if (tm == 1 && tn > 1) {
-        // Each thread walks its own columns' blocks, then takes blocks from the
-        // back of the others' runs, so a thread the host slows down no longer
-        // holds the other at the join for the rest of its share (the ViT
-        // block, batch 1, with a process busy 25 % of the time on one core:
-        // 0.87-0.89x the time; on a quiet host 1.004x). Whole blocks, so A is
-        // read as often as before (finer column regions cost 4 %: entry 84).
-        const int64_t blockCols = updateBlockColumns(kt, p, mc, kc, ncb);
-        std::vector<BlockRun> runs(static_cast<size_t>(tn));
-        for (int r = 0; r < tn; ++r) {
-          const int64_t n0 = r * nPer, n1 = std::min(p.n, n0 + nPer);
-          runs[static_cast<size_t>(r)].reset(n0 < n1 ? ceilDiv(n1 - n0, blockCols) : 0);
-        }
-        parallelFor(tn, [&](int64_t r) {
-          float* bp = p.packedB ? nullptr
-                                : scratchFloats(ScratchSlot::GemmPackB,
-                                                static_cast<size_t>(std::min(blockCols, roundUp(nPer, nr)) * kcMax));
-          for (int64_t o = 0; o < tn; ++o) {
-            const int64_t owner = (r + o) % tn;
-            const int64_t n0 = owner * nPer, n1 = std::min(p.n, n0 + nPer);
-            int64_t block = 0, after = 0;
-            while (runs[static_cast<size_t>(owner)].take(o == 0, &block, &after)) {
-              const int64_t jc = n0 + block * blockCols, nextJc = after >= 0 ? n0 + after * blockCols : -1;
-              updateBlock(kt, p, ic, mc, pc, kc, jc, std::min(blockCols, n1 - jc), nextJc,
-                          nextJc >= 0 ? std::min(blockCols, n1 - nextJc) : 0, ap, bp, p.accumulate || pc > 0);
-            }
-          }
-        });
-        continue;
+      // Each thread walks the column blocks of its own region from the front,
+      // then takes what is left of the other regions' runs from the back, so a
+      // thread the host slows down no longer holds the other at the join for
+      // the rest of its share (the ViT block, batch 1, with a process busy 25 %
+      // of the time on one core: 0.87-0.89x the time; on a quiet host 1.004x).
+      // Whole blocks, so A is read as often as before (finer column regions
+      // cost 4 %: entry 84).
+      const int regions = tm * tn;
+      auto bounds = [&](int64_t r, int64_t* m0, int64_t* m1, int64_t* n0, int64_t* n1) {
+        *m0 = (r / tn) * mPer, *m1 = std::min(mc, *m0 + mPer);
+        *n0 = (r % tn) * nPer, *n1 = std::min(p.n, *n0 + nPer);
+        return *m0 < *m1 && *n0 < *n1;
+      };
+      std::vector<BlockRun> runs(static_cast<size_t>(regions));
+      for (int r = 0; r < regions; ++r) {
+        int64_t m0, m1, n0, n1;
+        if (bounds(r, &m0, &m1, &n0, &n1))
+          runs[static_cast<size_t>(r)].reset(ceilDiv(n1 - n0, updateBlockColumns(kt, p, m1 - m0, kc, ncb)));
       }
-      parallelFor(static_cast<int64_t>(tm) * tn, [&](int64_t r) {
-        const int64_t m0 = (r / tn) * mPer, m1 = std::min(mc, m0 + mPer);
-        const int64_t n0 = (r % tn) * nPer, n1 = std::min(p.n, n0 + nPer);
-        if (m0 >= m1 || n0 >= n1) return;
+      parallelFor(regions, [&](int64_t r) {
         float* bp = p.packedB ? nullptr
                               : scratchFloats(ScratchSlot::GemmPackB,
-                                              static_cast<size_t>(std::min(ncb, roundUp(n1 - n0, nr)) * kcMax));
-        updateRegion(kt, p, ic + m0, m1 - m0, pc, kc, ncb, n0, n1, ap + m0 * kc, bp, p.accumulate || pc > 0);
+                                              static_cast<size_t>(std::min(ncb, roundUp(nPer, nr)) * kcMax));
+        for (int64_t o = 0; o < regions; ++o) {
+          const int64_t owner = (r + o) % regions;
+          int64_t m0, m1, n0, n1;
+          if (!bounds(owner, &m0, &m1, &n0, &n1)) continue;
+          const int64_t cols = updateBlockColumns(kt, p, m1 - m0, kc, ncb);
+          int64_t block = 0, after = 0;
+          while (runs[static_cast<size_t>(owner)].take(o == 0, &block, &after)) {
+            const int64_t jc = n0 + block * cols, nextJc = after >= 0 ? n0 + after * cols : -1;
+            updateBlock(kt, p, ic + m0, m1 - m0, pc, kc, jc, std::min(cols, n1 - jc), nextJc,
+                        nextJc >= 0 ? std::min(cols, n1 - nextJc) : 0, ap + m0 * kc, bp, p.accumulate || pc > 0);
+          }
+        }
       });
     }
   }
