@@ -10,7 +10,8 @@ import type { Inputs } from './data';
 import type { Impl, Prepared } from './peers/types';
 import { outputLength, type Problem } from './workloads';
 
-function t(data: Float32Array, shape: number[]): Tensor {
+/** A Tensor over data, no copy (the benchmark adapters' inputs and outputs). */
+export function t(data: Float32Array, shape: number[]): Tensor {
   return { data, shape };
 }
 
@@ -33,6 +34,19 @@ interface BlockClass {
 export function blockClass(): BlockClass | undefined {
   const c = (lib as Record<string, unknown>).MultiHeadSelfAttention;
   return typeof c === 'function' ? (c as BlockClass) : undefined;
+}
+
+/** The block problem's MultiHeadSelfAttention, or undefined when this build has none. */
+export function newBlock(p: Extract<Problem, { kind: 'block' }>, x: Extract<Inputs, { kind: 'block' }>) {
+  const Block = blockClass();
+  if (!Block) return undefined;
+  const { dim, heads, dimHead } = p;
+  const inner = heads * dimHead;
+  return new Block({
+    dim, heads, dimHead, eps: 1e-5,
+    weights: { qkvWeight: t(x.wqkv, [3 * inner, dim]), outWeight: t(x.wo, [dim, inner]), outBias: t(x.bo, [dim]) },
+    norm: { weight: t(x.gamma, [dim]), bias: t(x.beta, [dim]) },
+  });
 }
 
 const BLOCK_OPS =
@@ -87,14 +101,8 @@ export const mhsaImpl: Impl = {
     }
     if (p.kind === 'block' && x.kind === 'block') {
       const { B, N, dim, heads } = p;
-      const Block = blockClass();
-      if (Block) {
-        const inner = heads * p.dimHead;
-        const block = new Block({
-          dim, heads, dimHead: p.dimHead, eps: 1e-5,
-          weights: { qkvWeight: t(x.wqkv, [3 * inner, dim]), outWeight: t(x.wo, [dim, inner]), outBias: t(x.bo, [dim]) },
-          norm: { weight: t(x.gamma, [dim]), bias: t(x.beta, [dim]) },
-        });
+      const block = newBlock(p, x);
+      if (block) {
         const xs = t(x.x, [B, N, dim]);
         const y = t(out, [B, N, dim]);
         return { beforeRun, dispose, run: () => block.forward(xs, { out: y }).data };

@@ -67,14 +67,19 @@ export function checkAllocation(fn: string, buffers: ReadonlyArray<readonly [wha
   );
 }
 
-/** A new zeroed Float32Array of n elements, within the limit; allocation failure is a RangeError naming fn. */
-export function allocateFloats(fn: string, what: string, n: number): Float32Array {
+/** n floats from make(), within the limit; allocation failure is a RangeError naming fn. */
+function allocate(fn: string, what: string, n: number, make: () => Float32Array): Float32Array {
   checkAllocation(fn, [[what, n]]);
   try {
-    return new Float32Array(n);
+    return make();
   } catch (e) {
     throw rangeError(fn, `could not allocate ${what} (${formatBytes(n * 4)}): ${(e as Error).message}`);
   }
+}
+
+/** A new zeroed Float32Array of n elements, within the limit; allocation failure is a RangeError naming fn. */
+export function allocateFloats(fn: string, what: string, n: number): Float32Array {
+  return allocate(fn, what, n, () => new Float32Array(n));
 }
 
 /**
@@ -87,11 +92,8 @@ export function allocateFloats(fn: string, what: string, n: number): Float32Arra
  */
 export function allocateResultFloats(fn: string, what: string, n: number): Float32Array {
   if (n * 4 > bufferConstants.MAX_LENGTH) return allocateFloats(fn, what, n);
-  checkAllocation(fn, [[what, n]]);
-  try {
+  return allocate(fn, what, n, () => {
     const bytes = Buffer.allocUnsafeSlow(n * 4);
     return new Float32Array(bytes.buffer, bytes.byteOffset, n);
-  } catch (e) {
-    throw rangeError(fn, `could not allocate ${what} (${formatBytes(n * 4)}): ${(e as Error).message}`);
-  }
+  });
 }

@@ -6,15 +6,11 @@
  * hot loop, pass `out`"). Peers allocate their outputs too (onnxruntime-node
  * copies each output into a new JS array), so this is the like-for-like row.
  */
-import { attention, matmul, setNumThreads, softmax, type Tensor } from '../../lib';
+import { attention, matmul, setNumThreads, softmax } from '../../lib';
 import type { Inputs } from '../data';
-import { blockClass } from '../mhsa-impl';
+import { blockClass, newBlock, t } from '../mhsa-impl';
 import type { Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
-
-function t(data: Float32Array, shape: number[]): Tensor {
-  return { data, shape };
-}
 
 export const mhsaAllocImpl: Impl = {
   name: 'mhsa-alloc',
@@ -51,17 +47,10 @@ export const mhsaAllocImpl: Impl = {
       const opts = { causal: p.causal };
       return { dispose, run: () => attention(q, k, v, opts).data };
     }
-    const Block = blockClass();
-    if (p.kind === 'block' && x.kind === 'block' && Block) {
-      const { B, N, dim, heads, dimHead } = p;
-      const inner = heads * dimHead;
-      const block = new Block({
-        dim, heads, dimHead, eps: 1e-5,
-        weights: { qkvWeight: t(x.wqkv, [3 * inner, dim]), outWeight: t(x.wo, [dim, inner]), outBias: t(x.bo, [dim]) },
-        norm: { weight: t(x.gamma, [dim]), bias: t(x.beta, [dim]) },
-      });
-      const xs = t(x.x, [B, N, dim]);
-      return { dispose, run: () => block.forward(xs).data };
+    if (p.kind === 'block' && x.kind === 'block') {
+      const block = newBlock(p, x);
+      const xs = t(x.x, [p.B, p.N, p.dim]);
+      if (block) return { dispose, run: () => block.forward(xs).data };
     }
     throw new Error(`mhsa-alloc: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
   },

@@ -7,15 +7,12 @@
  */
 import { matmul, setNumThreads, softmax, type Tensor } from '../../lib';
 import type { Inputs } from '../data';
+import { t } from '../mhsa-impl';
 import type { Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
 /** Score tensors above this many bytes are skipped (N = 4096 with 8 heads needs 512 MiB). */
 const MAX_SCORE_BYTES = 2 ** 30;
-
-function t(data: Float32Array, shape: number[]): Tensor {
-  return { data, shape };
-}
 
 export const mhsaUnfusedImpl: Impl = {
   name: 'mhsa-unfused',
