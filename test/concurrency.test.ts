@@ -13,8 +13,15 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import * as mhsa from '../lib';
 import { info } from '../lib';
-import { dotProductScale, expectClose, pickSeed } from './helpers/random';
-import { absValues, refAttention, refLayerNorm, refMatmul, refMatmulMagnitude, refSoftmax } from './helpers/reference';
+import { expectClose, pickSeed } from './helpers/random';
+import {
+  refAttention,
+  refLayerNorm,
+  refMatmul,
+  refSoftmax,
+  singleOutputAttentionScale,
+  singleOutputMatmulScale,
+} from './helpers/reference';
 import { refBlock } from './fixtures-scripts/block-reference';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -72,7 +79,7 @@ function reference(op: MixOp, w: BlockWeights): { output: Float64Array; weights?
         beta: op.beta,
       };
       const output = refMatmul(op.a, op.aShape, op.b, op.bShape, opts).data;
-      const scale = output.length !== 1 ? undefined : dotProductScale(refMatmulMagnitude(op.a, op.aShape, op.b, op.bShape, opts).data);
+      const scale = singleOutputMatmulScale(output.length, op.a, op.aShape, op.b, op.bShape, opts);
       return { output, scale };
     }
     case 'softmax':
@@ -93,7 +100,7 @@ function reference(op: MixOp, w: BlockWeights): { output: Float64Array; weights?
       const r = refAttention(op.q, op.qShape, op.k, op.kShape, op.v, op.vShape, opts);
       // One output element is Σ p_j v_j, which signed v can cancel (seed 1589032622's op 492: one
       // query, 12 keys, head dim 1, at 2.6e-5 of its own size): measured against Σ p_j |v_j|.
-      const scale = r.output.data.length !== 1 ? undefined : dotProductScale(refAttention(op.q, op.qShape, op.k, op.kShape, absValues(op.v), op.vShape, opts).output.data);
+      const scale = singleOutputAttentionScale(r.output.data.length, op.q, op.qShape, op.k, op.kShape, op.v, op.vShape, opts);
       return { output: r.output.data, weights: op.returnWeights ? r.weights.data : undefined, scale };
     }
     case 'block': {

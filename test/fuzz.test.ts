@@ -41,7 +41,15 @@ import {
 } from '../lib';
 import { refBlock, type RefBlockParams } from './fixtures-scripts/block-reference';
 import { dotProductScale, expectClose, makeRng, pickSeed, randomFloat32, type Rng } from './helpers/random';
-import { absValues, numel, refAttention, refLayerNorm, refMatmul, refMatmulMagnitude, refSoftmax } from './helpers/reference';
+import {
+  numel,
+  refAttention,
+  refLayerNorm,
+  refMatmul,
+  refSoftmax,
+  singleOutputAttentionScale,
+  singleOutputMatmulScale,
+} from './helpers/reference';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
@@ -607,9 +615,9 @@ const matmulOp: OpUnderTest<{
     const ref = refMatmul(a.data, aShape, b.data, bShape, {
       transposeA: p.transposeA, transposeB, alpha: p.alpha, c: c?.data, cShape: c?.shape, beta: p.c?.beta,
     });
-    const scale = ref.data.length !== 1 ? undefined : dotProductScale(refMatmulMagnitude(a.data, aShape, b.data, bShape, {
+    const scale = singleOutputMatmulScale(ref.data.length, a.data, aShape, b.data, bShape, {
       transposeA: p.transposeA, transposeB, alpha: p.alpha, c: c?.data, cShape: c?.shape, beta: p.c?.beta,
-    }).data);
+    });
     const slots: Slot[] = [{ name: 'a', index: 0 }];
     if (!p.packB) slots.push({ name: 'b', index: 1 });
     if (c) slots.push({ name: 'options.c', index: 2, key: 'c', inPlace: true });
@@ -758,10 +766,10 @@ const attentionOp: OpUnderTest<{
           output: ref.output.data,
           weights: p.returnWeights ? { shape: ref.weights.shape, data: ref.weights.data } : undefined,
           // One output element is Σ p_j v_j, which signed v can cancel: measure against Σ p_j |v_j|.
-          scale: ref.output.data.length !== 1 ? undefined : dotProductScale(refAttention(q.data, q.shape, k.data, k.shape, absValues(v.data), v.shape, {
+          scale: singleOutputAttentionScale(ref.output.data.length, q.data, q.shape, k.data, k.shape, v.data, v.shape, {
             layout: p.layout === '3d' ? undefined : p.layout,
             heads: H, kvHeads: Hkv, causal: p.causal, mask: mask?.data, maskShape: mask?.shape, keyPaddingMask: pad, scale: p.scale,
-          }).output.data),
+          }),
         },
         badOptions: [
           ['layout', pick(['BHSD', 'bsd', '', 3, null, {}])],
@@ -962,7 +970,7 @@ describe(`fuzz: tensor, prepack, setNumThreads (seed ${SEED})`, () => {
           expected: {
             shape: [p.M, p.N],
             output: refMatmul(a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }).data,
-            scale: p.M * p.N !== 1 ? undefined : dotProductScale(refMatmulMagnitude(a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }).data),
+            scale: singleOutputMatmulScale(p.M * p.N, a.data, a.shape, b.data, b.shape, { transposeB: p.transpose }),
           },
           badOptions: [['transpose', () => BAD_BOOLEANS[Math.floor(rng() * BAD_BOOLEANS.length)]]],
         };

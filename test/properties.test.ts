@@ -6,8 +6,16 @@
  */
 import fc from 'fast-check';
 import { attention, matmul, softmax, type AttentionOptions, type MatmulOptions, type Tensor } from '../lib';
-import { dotProductScale, expectClose, expectShape, pickSeed, poisoned, randomFloat32, makeRng } from './helpers/random';
-import { absValues, broadcastShape, numel, refAttention, refMatmul, refMatmulMagnitude, refSoftmax } from './helpers/reference';
+import { expectClose, expectShape, pickSeed, poisoned, randomFloat32, makeRng } from './helpers/random';
+import {
+  broadcastShape,
+  numel,
+  refAttention,
+  refMatmul,
+  refSoftmax,
+  singleOutputAttentionScale,
+  singleOutputMatmulScale,
+} from './helpers/reference';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
@@ -81,7 +89,7 @@ describe(`property tests vs float64 reference (seed ${SEED})`, () => {
         });
         const ctx = { seed: SEED, label: `property matmul ${JSON.stringify({ aShape, bShape, ...opts, c: c?.shape, out: outMode })}` };
         // A single output element can cancel far below its terms: measured against their size, as test/fuzz does.
-        const scale = ref.data.length !== 1 ? undefined : dotProductScale(refMatmulMagnitude(a.data, aShape, b.data, bShape, { ...opts, c: cCopy, cShape: c?.shape }).data);
+        const scale = singleOutputMatmulScale(ref.data.length, a.data, aShape, b.data, bShape, { ...opts, c: cCopy, cShape: c?.shape });
         const r = matmul(a, b, opts);
         expectShape(r.shape, ref.shape, ctx);
         expectClose(r.data, ref.data, TOL, { ...ctx, scale });
@@ -204,7 +212,7 @@ describe(`property tests vs float64 reference (seed ${SEED})`, () => {
         };
         const ref = refAttention(q.data, qShape, k.data, kShape, v.data, vShape, refOpts);
         // One output element is Σ p_j v_j, which signed v can cancel: measured against Σ p_j |v_j|, as test/fuzz does.
-        const scale = ref.output.data.length !== 1 ? undefined : dotProductScale(refAttention(q.data, qShape, k.data, kShape, absValues(v.data), vShape, refOpts).output.data);
+        const scale = singleOutputAttentionScale(ref.output.data.length, q.data, qShape, k.data, kShape, v.data, vShape, refOpts);
         if (p.out) opts.out = { data: poisoned(numel(ref.output.shape)), shape: ref.output.shape };
         const ctx = {
           seed: SEED,

@@ -2,6 +2,7 @@
  * Plain float64 references for matmul, softmax and attention, written from the
  * math (loops over logical indices), not from the native code. Slow but obvious.
  */
+import { dotProductScale } from './random';
 
 export interface RefTensor {
   data: Float64Array;
@@ -341,4 +342,36 @@ export function refLayerNorm(
     }
   }
   return out;
+}
+
+/**
+ * For a product with a single result element, the size of the terms it sums, which the element can
+ * cancel far below (expectClose's `scale`); undefined for larger results, whose norm is scale enough.
+ */
+export function singleOutputMatmulScale(
+  outputLength: number,
+  a: ArrayLike<number>,
+  aShape: readonly number[],
+  b: ArrayLike<number>,
+  bShape: readonly number[],
+  opts: RefMatmulOptions = {},
+): number | undefined {
+  return outputLength !== 1 ? undefined : dotProductScale(refMatmulMagnitude(a, aShape, b, bShape, opts).data);
+}
+
+/**
+ * The same for attention: a single output element is Σ p_j v_j, which signed v can cancel, so it is
+ * measured against Σ p_j |v_j|.
+ */
+export function singleOutputAttentionScale(
+  outputLength: number,
+  q: ArrayLike<number>,
+  qShape: readonly number[],
+  k: ArrayLike<number>,
+  kShape: readonly number[],
+  v: ArrayLike<number>,
+  vShape: readonly number[],
+  opts: RefAttentionOptions = {},
+): number | undefined {
+  return outputLength !== 1 ? undefined : dotProductScale(refAttention(q, qShape, k, kShape, absValues(v), vShape, opts).output.data);
 }
