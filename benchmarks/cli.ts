@@ -19,10 +19,33 @@ import { bytes, flops, outputLength, shapeString, WORKLOADS, type Problem, type 
 
 export const SCHEMA = 'mhsa-bench/1';
 
-interface Peak {
+export interface Peak {
   threads: number;
   gflops: number;
   gbs: number;
+}
+
+/**
+ * A warning when the start-up calibration shows other work on the machine: an
+ * FMA peak that grew by less than half a core's worth from one thread count to
+ * the next (a core kept busy by another process gives a 2-thread peak near the
+ * 1-thread one). Then the timings, and % of peak, say more about the
+ * neighbours than about the libraries. Null on a quiet machine, and with one
+ * thread count (nothing to compare). The load average is not used: right after
+ * `npm install` it still counts the compiler.
+ */
+export function busyMachineWarning(peaks: readonly Peak[], cores: number): string | null {
+  const reasons: string[] = [];
+  const sorted = [...peaks].sort((a, b) => a.threads - b.threads);
+  for (let i = 1; i < sorted.length; i++) {
+    const [lo, hi] = [sorted[i - 1], sorted[i]];
+    const perThread = lo.gflops / lo.threads;
+    if (hi.threads <= cores && hi.gflops < lo.gflops + 0.5 * perThread * (hi.threads - lo.threads)) {
+      reasons.push(`${hi.threads} threads measured ${hi.gflops.toFixed(1)} GFLOP/s against ${lo.gflops.toFixed(1)} on ${lo.threads}`);
+    }
+  }
+  if (reasons.length === 0) return null;
+  return `warning: the machine looks busy (${reasons.join('; ')}): timings and % of peak will be unreliable; rerun on an idle machine`;
 }
 
 /** Writes a one-line, overwritten progress bar on stderr (only when enabled). */
@@ -330,6 +353,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         .join(' · ')}`,
     );
     out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up${opts.interleave ? ', mhsa and its peers interleaved in bursts' : ''}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    const busy = busyMachineWarning(start, os.availableParallelism());
+    if (busy) out(busy);
   } else {
     out(`check: every workload once at a small size, all output elements against float64 (tolerance ${TOLERANCE})`);
   }

@@ -3,7 +3,7 @@ import { formatShape, rangeError, typeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
-import { runAsync } from './queue';
+import { runAsync, type NamedBuffer } from './queue';
 import {
   checkFloat32Array,
   checkNoAlias,
@@ -11,6 +11,7 @@ import {
   checkTensor,
   elementCount,
   isDetached,
+  MAX_ELEMENTS,
   resultTensor,
   type CheckedTensor,
   type Tensor,
@@ -109,7 +110,10 @@ function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?
     const shape = checkShape(fn, 'options.keyPaddingMask.shape', v.shape);
     return { data: v.data, shape };
   }
-  throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes', value);
+  if (typeof value === 'object' && value !== null && 'data' in value) {
+    throw typeError(fn, 'options.keyPaddingMask.data', 'a Uint8Array of batch·seqKV bytes', (value as { data: unknown }).data);
+  }
+  throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes or { data: Uint8Array, shape: [batch, seqKV] }', value);
 }
 
 /** Floats from a strided view's first token to the end of its last: (rows − 1)·stride + width, 0 when empty. */
@@ -236,7 +240,7 @@ function prepareAttention(
   const out4 = fromLogical(layout, { batch: B, heads: H, seq: Sq, dim: lv.dim });
   const outShape = rank === 3 ? [B, Sq, H * lv.dim] : out4;
   const weightCount = returnWeights ? elementCount(full) : 0;
-  if (weightCount < 0) throw rangeError(fn, `the weights ${formatShape(full)} would have too many elements`);
+  if (weightCount < 0) throw rangeError(fn, `the weights ${formatShape(full)} would have more than ${MAX_ELEMENTS} elements (returnWeights)`);
   const outCount = opts.out === undefined ? elementCount(outShape) : 0;
   checkAllocation(fn, [
     ['the result', Math.max(outCount, 0)],
@@ -259,9 +263,9 @@ function prepareAttention(
     if (strided) d.number(tokenStride).number(tokenStride).number(tokenStride);
     return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ? pad.data : null, weights ? weights.data : null, d.done()];
   };
-  const buffers: ArrayBufferView[] = [tq.data, tk.data, tv.data, out.data];
-  if (maskArgs[0]) buffers.push(maskArgs[0]);
-  if (pad) buffers.push(pad.data);
+  const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];
+  if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);
+  if (pad) buffers.push(['options.keyPaddingMask', pad.data]);
   const result: Tensor | AttentionWithWeights = weights ? { output: out, weights } : out;
   return { fn, args, result, buffers };
 }
@@ -291,7 +295,13 @@ export function attention(
   v: TensorLike,
   options: AttentionOptions & { returnWeights: true },
 ): AttentionWithWeights;
-export function attention(q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions): Tensor;
+export function attention(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options?: AttentionOptions & { returnWeights?: false },
+): Tensor;
+export function attention(q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions): Tensor | AttentionWithWeights;
 export function attention(
   q: TensorLike,
   k: TensorLike,
@@ -336,7 +346,18 @@ export function attentionAsync(
   v: TensorLike,
   options: AttentionOptions & { returnWeights: true },
 ): Promise<AttentionWithWeights>;
-export function attentionAsync(q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions): Promise<Tensor>;
+export function attentionAsync(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options?: AttentionOptions & { returnWeights?: false },
+): Promise<Tensor>;
+export function attentionAsync(
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options?: AttentionOptions,
+): Promise<Tensor | AttentionWithWeights>;
 export function attentionAsync(
   q: TensorLike,
   k: TensorLike,

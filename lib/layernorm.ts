@@ -1,7 +1,7 @@
 import { formatShape, rangeError } from './errors';
 import { Descriptor, native } from './native';
 import { checkOptions, optFiniteNumber } from './options';
-import { runAsync } from './queue';
+import { runAsync, type NamedBuffer } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
 /** Options of {@link layerNorm} and {@link layerNormAsync}. */
@@ -40,9 +40,9 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
     tx.data, out.data, weight ? weight.data : null, bias ? bias.data : null,
     new Descriptor().shape(tx.shape).shape(tx.shape).number(eps).done(),
   ];
-  const buffers: ArrayBufferView[] = [tx.data, out.data];
-  if (weight) buffers.push(weight.data);
-  if (bias) buffers.push(bias.data);
+  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
+  if (weight) buffers.push(['options.weight', weight.data]);
+  if (bias) buffers.push(['options.bias', bias.data]);
   return { fn, args, result: out, buffers };
 }
 

@@ -2,7 +2,7 @@ import { broadcastShapes, broadcastsTo } from './broadcast';
 import { formatShape, rangeError } from './errors';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optFiniteNumber } from './options';
-import { runAsync } from './queue';
+import { runAsync, type NamedBuffer } from './queue';
 import { PackedMatrix } from './prepack';
 import { checkFloat32Array, checkNoAlias, checkShape, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
@@ -102,14 +102,14 @@ function matmulDescriptor(p: PreparedMatmul): Float64Array {
  *
  * a is [..., M, K] and b is [..., K, N] (or transposed with the options); the
  * result is [...batch, M, N]. A 2-D b against a batched a applies one weight
- * matrix to every batch entry (a projection).
+ * matrix to every batch entry (a projection). A b made by {@link prepack}
+ * skips the packing of b on every call (weights).
  *
  * @example
  * const a = tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
  * const b = tensor(new Float32Array([1, 0, 0, 1, 1, 1]), [3, 2]);
  * matmul(a, b); // { data: Float32Array [4, 5, 10, 11], shape: [2, 2] }
  * matmul(a, a, { transposeB: true }); // a · aᵀ, shape [2, 2]
- * A b made by {@link prepack} skips the packing of b on every call (weights).
  * @throws TypeError for a wrong kind of argument, RangeError for mismatched or invalid shapes and values.
  */
 export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Tensor {
@@ -126,8 +126,8 @@ export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: Ma
 export function matmulAsync(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Promise<Tensor> {
   return runAsync(() => {
     const p = prepareMatmul('matmulAsync', a, b, options);
-    const buffers: ArrayBufferView[] = [p.a.data, p.b.data, p.out.data];
-    if (p.c) buffers.push(p.c.data);
+    const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data]];
+    if (p.c) buffers.push(['options.c', p.c.data]);
     return { fn: p.fn, args: () => nativeArgs(p), result: p.out, buffers };
   }, (args) => native.matmul(...args));
 }
@@ -164,10 +164,10 @@ export function layerNormMatmulAsync(
 ): Promise<Tensor> {
   return runAsync(() => {
     const p = prepareMatmul('layerNormMatmulAsync', a, packed, options);
-    const buffers: ArrayBufferView[] = [p.a.data, p.b.data, p.out.data];
-    if (p.c) buffers.push(p.c.data);
-    if (norm.weight) buffers.push(norm.weight.data);
-    if (norm.bias) buffers.push(norm.bias.data);
+    const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data]];
+    if (p.c) buffers.push(['options.c', p.c.data]);
+    if (norm.weight) buffers.push(['the LayerNorm weight', norm.weight.data]);
+    if (norm.bias) buffers.push(['the LayerNorm bias', norm.bias.data]);
     return { fn: p.fn, args: () => layerNormMatmulArgs(p, norm), result: p.out, buffers };
   }, (args) => native.layerNormMatmul(...args));
 }

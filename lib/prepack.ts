@@ -2,7 +2,7 @@ import { formatShape, rangeError } from './errors';
 import { allocateFloats } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean } from './options';
-import { runAsync } from './queue';
+import { runAsync, type NamedBuffer } from './queue';
 import { checkTensor, type TensorLike } from './tensor';
 
 /**
@@ -78,5 +78,6 @@ function preparePack(fn: string, b: TensorLike, options: PrepackOptions | undefi
   const size = native.packedSize(new Descriptor().shape([k, n]).done());
   const data = allocateFloats(fn, 'the packed matrix', size);
   const args = (): unknown[] => [tb.data, data, new Descriptor().shape(tb.shape).flag(transpose).done()];
-  return { fn, args, result: new PackedMatrix(data, k, n), buffers: [tb.data, data] };
+  const buffers: NamedBuffer[] = [['b', tb.data], ['the packed result', data]];
+  return { fn, args, result: new PackedMatrix(data, k, n), buffers };
 }

@@ -11,9 +11,17 @@ import type { NativeCallback } from './native';
 
 const MAX_IN_FLIGHT = 2;
 
+/** A buffer a call reads or writes, with the argument name its errors use ('q', 'options.out'). */
+export type NamedBuffer = readonly [name: string, view: ArrayBufferView];
+
+/** The name of the first buffer that fails test, or undefined. */
+function firstWhere(buffers: readonly NamedBuffer[], test: (view: ArrayBufferView) => boolean): string | undefined {
+  return buffers.find(([, view]) => test(view))?.[0];
+}
+
 interface Waiting {
   fn: string;
-  buffers: readonly ArrayBufferView[];
+  buffers: readonly NamedBuffer[];
   start: (done: NativeCallback) => void;
   resolve: () => void;
   reject: (e: unknown) => void;
@@ -41,8 +49,9 @@ function renameError(e: unknown, fn: string): unknown {
 function pump(): void {
   while (inFlight < MAX_IN_FLIGHT && waiting.length > 0) {
     const job = waiting.shift()!;
-    if (job.buffers.some(isDetached)) {
-      job.reject(new TypeError(`${job.fn}: an input or output buffer was detached before the operation started`));
+    const detached = firstWhere(job.buffers, isDetached);
+    if (detached !== undefined) {
+      job.reject(new TypeError(`${job.fn}: ${detached} was detached while the call waited in the queue, before it started`));
       continue;
     }
     inFlight++;
@@ -69,7 +78,7 @@ function pump(): void {
 /** Queues a native call; resolves when its callback reports success. */
 export function enqueue(
   fn: string,
-  buffers: readonly ArrayBufferView[],
+  buffers: readonly NamedBuffer[],
   start: (done: NativeCallback) => void,
 ): Promise<void> {
   return new Promise<void>((resolve, reject) => {
@@ -83,7 +92,7 @@ export function enqueue(
  * become a rejected promise, never a synchronous throw.
  */
 export function runAsync<R>(
-  prepare: () => { fn: string; args: () => unknown[]; result: R; buffers: ArrayBufferView[] },
+  prepare: () => { fn: string; args: () => unknown[]; result: R; buffers: NamedBuffer[] },
   invoke: (args: unknown[]) => void,
 ): Promise<R> {
   let call: ReturnType<typeof prepare>;
@@ -92,10 +101,11 @@ export function runAsync<R>(
   } catch (e) {
     return Promise.reject(e);
   }
-  if (call.buffers.some(isResizable)) {
+  const resizable = firstWhere(call.buffers, isResizable);
+  if (resizable !== undefined) {
     // Shrinking such a buffer releases its memory at once, under the native code computing on it.
     return Promise.reject(
-      new TypeError(`${call.fn}: an input or output buffer is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`),
+      new TypeError(`${call.fn}: ${resizable} is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`),
     );
   }
   return enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done])).then(() => call.result);

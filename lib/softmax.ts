@@ -1,7 +1,7 @@
 import { formatShape, rangeError } from './errors';
 import { Descriptor, native } from './native';
 import { checkOptions, optFiniteNumber } from './options';
-import { runAsync } from './queue';
+import { runAsync, type NamedBuffer } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
 /** Options of {@link softmax} and {@link softmaxAsync}. */
@@ -24,7 +24,8 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
   const args = (): unknown[] => [
     tx.data, out.data, new Descriptor().shape(tx.shape).shape(tx.shape).number(scale).done(),
   ];
-  return { fn, args, result: out, buffers: [tx.data, out.data] };
+  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
+  return { fn, args, result: out, buffers };
 }
 
 /**

@@ -144,6 +144,14 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
   if (data instanceof Float32Array) {
     f32 = checkFloat32Array(fn, 'data', data);
   } else if (Array.isArray(data) || (ArrayBuffer.isView(data) && !(data instanceof DataView))) {
+    if (Array.isArray(data)) {
+      // Float32Array.from would turn '1' into 1 and 'x', a hole or an object into NaN without a word.
+      for (let i = 0; i < data.length; i++) {
+        if (typeof data[i] !== 'number' && typeof data[i] !== 'bigint') {
+          throw new TypeError(`${typeError(fn, 'data', 'numbers', data).message}, whose element [${i}] is ${describe(data[i])}`);
+        }
+      }
+    }
     try {
       f32 = Float32Array.from(data as ArrayLike<number>);
     } catch (e) {
@@ -163,9 +171,9 @@ export function resultTensor(fn: string, out: unknown, shape: number[]): Tensor 
   const n = elementCount(shape);
   if (n < 0) throw rangeError(fn, `the result shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
   if (out === undefined) return { data: allocateResultFloats(fn, 'the result', n), shape };
-  const o = checkTensor(fn, 'out', out);
+  const o = checkTensor(fn, 'options.out', out);
   if (o.shape.length !== shape.length || o.shape.some((d, i) => d !== shape[i])) {
-    throw rangeError(fn, `out.shape must be ${formatShape(shape)}, received ${formatShape(o.shape)}`);
+    throw rangeError(fn, `options.out.shape must be ${formatShape(shape)}, received ${formatShape(o.shape)}`);
   }
   return out as Tensor;
 }

@@ -612,3 +612,29 @@ describe(`attentionAsync equals attention bit-for-bit (seed ${SEED})`, () => {
     });
   });
 });
+
+describe('attention result types follow returnWeights', () => {
+  // ts-jest type-checks this file: with overloads that typed every call
+  // without a literal `returnWeights: true` as a Tensor, the assignments
+  // below marked @ts-expect-error compiled, and the directives fail the build.
+  test('returnWeights from a boolean variable gives the union, sync and async', async () => {
+    const q = { data: new Float32Array(12).fill(0.5), shape: [1, 1, 3, 4] };
+    const flags: boolean[] = [true, false];
+    for (const want of flags) {
+      const r = attention(q, q, q, { returnWeights: want });
+      // @ts-expect-error: r may be { output, weights }, not a Tensor
+      const asTensor: Tensor = r;
+      const a = await attentionAsync(q, q, q, { returnWeights: want });
+      // @ts-expect-error: a may be { output, weights }, not a Tensor
+      const asyncTensor: Tensor = a;
+      expect('weights' in asTensor).toBe(want);
+      expect('weights' in asyncTensor).toBe(want);
+      const output = 'output' in r ? r.output : r;
+      expect(output.shape).toEqual([1, 1, 3, 4]);
+    }
+    // A literal false, or no returnWeights, still types as a Tensor.
+    const plain: Tensor = attention(q, q, q, { returnWeights: false });
+    const none: Tensor = await attentionAsync(q, q, q);
+    expect(plain.shape).toEqual(none.shape);
+  });
+});

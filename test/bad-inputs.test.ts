@@ -228,18 +228,18 @@ const matmulRows: Row[] = [];
     /options\.c\.data is backed by a detached ArrayBuffer/);
 
   add('out wrong shape', (op, w) => mm(op, A(), B(), { out: { data: w.out(new Float32Array(8)), shape: [4, 2] } }),
-    'RangeError', /out\.shape must be \[2, 4\], received \[4, 2\]/);
+    'RangeError', /options\.out\.shape must be \[2, 4\], received \[4, 2\]/);
   add('out wrong size', (op, w) => mm(op, A(), B(), { out: { data: w.out(new Float32Array(12)), shape: [3, 4] } }),
-    'RangeError', /out\.shape must be \[2, 4\], received \[3, 4\]/);
+    'RangeError', /options\.out\.shape must be \[2, 4\], received \[3, 4\]/);
   add('out length != its shape', (op, w) => mm(op, A(), B(), { out: { data: w.out(new Float32Array(9)), shape: [2, 4] } }),
-    'RangeError', /out\.data\.length must equal the product of out\.shape \[2, 4\] = 8, received 9/);
+    'RangeError', /options\.out\.data\.length must equal the product of options\.out\.shape \[2, 4\] = 8, received 9/);
   add('out.data a Float64Array', (op) => mm(op, A(), B(), { out: { data: new Float64Array(8), shape: [2, 4] } }),
-    'TypeError', /expected a Float32Array for out\.data but received Float64Array\(8\)/);
+    'TypeError', /expected a Float32Array for options\.out\.data but received Float64Array\(8\)/);
   add('out a bare Float32Array', (op, w) => mm(op, A(), B(), { out: w.out(new Float32Array(8)) }),
-    'TypeError', /for out but received Float32Array\(8\)/);
-  add('out null', (op) => mm(op, A(), B(), { out: null }), 'TypeError', /for out but received null/);
+    'TypeError', /for options\.out but received Float32Array\(8\)/);
+  add('out null', (op) => mm(op, A(), B(), { out: null }), 'TypeError', /for options\.out but received null/);
   add('out detached', (op) => mm(op, A(), B(), { out: { data: detached(8), shape: [2, 4] } }), 'TypeError',
-    /out\.data is backed by a detached ArrayBuffer/);
+    /options\.out\.data is backed by a detached ArrayBuffer/);
   add('out is a (same buffer)', (op, w) => {
     const a = T([2, 2]);
     w.out(a.data);
@@ -321,15 +321,15 @@ const softmaxRows: Row[] = [];
     add(`options.scale = ${label}`, (op) => sm(op, X(), { scale: value }), name, all(/options\.scale/, msg));
   }
   add('out wrong shape', (op, w) => sm(op, X(), { out: { data: w.out(new Float32Array(6)), shape: [3, 2] } }),
-    'RangeError', /out\.shape must be \[2, 3\], received \[3, 2\]/);
+    'RangeError', /options\.out\.shape must be \[2, 3\], received \[3, 2\]/);
   add('out wrong size', (op, w) => sm(op, X(), { out: { data: w.out(new Float32Array(8)), shape: [2, 4] } }),
-    'RangeError', /out\.shape must be \[2, 3\], received \[2, 4\]/);
+    'RangeError', /options\.out\.shape must be \[2, 3\], received \[2, 4\]/);
   add('out length != its shape', (op, w) => sm(op, X(), { out: { data: w.out(new Float32Array(7)), shape: [2, 3] } }),
-    'RangeError', /out\.data\.length must equal the product of out\.shape \[2, 3\] = 6, received 7/);
+    'RangeError', /options\.out\.data\.length must equal the product of options\.out\.shape \[2, 3\] = 6, received 7/);
   add('out.data a Float64Array', (op) => sm(op, X(), { out: { data: new Float64Array(6), shape: [2, 3] } }),
-    'TypeError', /expected a Float32Array for out\.data but received Float64Array\(6\)/);
+    'TypeError', /expected a Float32Array for options\.out\.data but received Float64Array\(6\)/);
   add('out detached', (op) => sm(op, X(), { out: { data: detached(6), shape: [2, 3] } }), 'TypeError',
-    /out\.data is backed by a detached ArrayBuffer/);
+    /options\.out\.data is backed by a detached ArrayBuffer/);
   add('out partially overlaps x', (op, w) => {
     const buf = rnd(7);
     const x = { data: buf.subarray(0, 6), shape: [2, 3] };
@@ -477,7 +477,15 @@ const attentionRows: Row[] = [];
     ['a boolean', true, 'the boolean true'],
   ] as Array<[string, unknown, string]>) {
     add(`keyPaddingMask ${label}`, (op) => qkv(op, { keyPaddingMask: value }), 'TypeError',
-      new RegExp(`expected a Uint8Array of batch·seqKV bytes for options\\.keyPaddingMask but received ${got}`));
+      new RegExp(`expected a Uint8Array of batch·seqKV bytes or \\{ data: Uint8Array, shape: \\[batch, seqKV\\] \\} for options\\.keyPaddingMask but received ${got}`));
+  }
+  for (const [label, data, got] of [
+    ['booleans', [true, false, false], 'an Array\\(3\\)'],
+    ['an Int8Array', new Int8Array(3), 'Int8Array\\(3\\)'],
+    ['undefined', undefined, 'undefined'],
+  ] as Array<[string, unknown, string]>) {
+    add(`keyPaddingMask tensor whose data is ${label}`, (op) => qkv(op, { keyPaddingMask: { data, shape: [1, 3] } }), 'TypeError',
+      new RegExp(`expected a Uint8Array of batch·seqKV bytes for options\\.keyPaddingMask\\.data but received ${got}`));
   }
   add('keyPaddingMask tensor with the wrong shape', (op) => qkv(op, { keyPaddingMask: { data: new Uint8Array(3), shape: [3, 1] } }),
     'RangeError', /options\.keyPaddingMask\.shape must be \[batch, seqKV\] = \[1, 3\], received \[3, 1\]/);
@@ -497,19 +505,19 @@ const attentionRows: Row[] = [];
     /options\.keyPaddingMask\.data is backed by a detached ArrayBuffer/);
 
   add('out wrong shape', (op, w) => qkv(op, { out: { data: w.out(new Float32Array(24)), shape: [1, 3, 2, 4] } }), 'RangeError',
-    /out\.shape must be \[1, 2, 3, 4\], received \[1, 3, 2, 4\]/);
+    /options\.out\.shape must be \[1, 2, 3, 4\], received \[1, 3, 2, 4\]/);
   add('out wrong size (v headDim ignored)', (op, w) =>
     at(op, Q(), Q(), T([1, 2, 3, 5]), { out: { data: w.out(new Float32Array(24)), shape: QS } }), 'RangeError',
-    /out\.shape must be \[1, 2, 3, 5\], received \[1, 2, 3, 4\]/);
+    /options\.out\.shape must be \[1, 2, 3, 5\], received \[1, 2, 3, 4\]/);
   add('out 4-D for 3-D inputs', (op, w) =>
     at(op, T([1, 3, 8]), T([1, 3, 8]), T([1, 3, 8]), { heads: 2, out: { data: w.out(new Float32Array(24)), shape: [1, 3, 2, 4] } }),
-    'RangeError', /out\.shape must be \[1, 3, 8\], received \[1, 3, 2, 4\]/);
+    'RangeError', /options\.out\.shape must be \[1, 3, 8\], received \[1, 3, 2, 4\]/);
   add('out length != its shape', (op, w) => qkv(op, { out: { data: w.out(new Float32Array(25)), shape: QS } }), 'RangeError',
-    /out\.data\.length must equal the product of out\.shape \[1, 2, 3, 4\] = 24, received 25/);
+    /options\.out\.data\.length must equal the product of options\.out\.shape \[1, 2, 3, 4\] = 24, received 25/);
   add('out.data a Float64Array', (op) => qkv(op, { out: { data: new Float64Array(24), shape: QS } }), 'TypeError',
-    /expected a Float32Array for out\.data but received Float64Array\(24\)/);
+    /expected a Float32Array for options\.out\.data but received Float64Array\(24\)/);
   add('out detached', (op) => qkv(op, { out: { data: detached(24), shape: QS } }), 'TypeError',
-    /out\.data is backed by a detached ArrayBuffer/);
+    /options\.out\.data is backed by a detached ArrayBuffer/);
   add('out is q (same buffer)', (op, w) => {
     const q = Q();
     w.out(q.data);
@@ -543,7 +551,7 @@ const attentionRows: Row[] = [];
   }, 'RangeError', /options\.out must not share memory with options\.keyPaddingMask/);
   add('weights element count overflows', (op) =>
     at(op, T([1, 1, 65536, 0]), T([1, 1, 65536, 0]), T([1, 1, 65536, 0]), { returnWeights: true }), 'RangeError',
-    /the weights \[1, 1, 65536, 65536\] would have too many elements/);
+    /the weights \[1, 1, 65536, 65536\] would have more than 4294967295 elements \(returnWeights\)/);
 }
 
 // ---------------------------------------------------------------- tensor and setNumThreads rows
@@ -562,6 +570,16 @@ const tensorRows: Row[] = [];
   ] as Array<[string, unknown, string]>) {
     add(`data ${label}`, (op) => op(value, [2, 3]), 'TypeError',
       new RegExp(`expected a Float32Array or an array of numbers for data but received ${got}`));
+  }
+  for (const [label, value, got] of [
+    ['strings', ['1', '2', '3', '4', '5', 'x'], 'element \\[0\\] is the string "1"'],
+    ['a hole', [1, 2, , 4, 5, 6], 'element \\[2\\] is undefined'], // eslint-disable-line no-sparse-arrays
+    ['null', [1, 2, 3, 4, 5, null], 'element \\[5\\] is null'],
+    ['a nested array', [[1, 2], 3, 4, 5, 6, 7], 'element \\[0\\] is an Array\\(2\\)'],
+    ['a boolean', [1, true, 3, 4, 5, 6], 'element \\[1\\] is the boolean true'],
+  ] as Array<[string, unknown, string]>) {
+    add(`data a number[] holding ${label}`, (op) => op(value, [2, 3]), 'TypeError',
+      new RegExp(`expected numbers for data but received an Array\\(6\\), whose ${got}`));
   }
   add('data detached', (op) => op(detached(6), [2, 3]), 'TypeError', /data is backed by a detached ArrayBuffer/);
   add('shape null', (op) => op(new Float32Array(6), null), 'TypeError', /expected an array of dims for tensor\.shape but received null/);
@@ -699,6 +717,8 @@ describe('values that are not errors', () => {
   test('tensor() copies a Float64Array or a number[] (it does not require a Float32Array)', () => {
     expect(tensor(new Float64Array([1, 2, 3, 4]), [2, 2]).data).toEqual(new Float32Array([1, 2, 3, 4]));
     expect(tensor([1, 2, 3, 4], [2, 2]).data).toBeInstanceOf(Float32Array);
+    // NaN and the infinities are numbers: kept as they are.
+    expect(Array.from(tensor([NaN, Infinity, -Infinity, -0], [4]).data)).toEqual([NaN, Infinity, -Infinity, -0]);
   });
 
   test('out may be exactly c (matmul) or exactly x (softmax)', () => {

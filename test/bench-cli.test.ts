@@ -147,3 +147,27 @@ describe('mhsa-bench usage errors exit with code 2', () => {
     expect([f.minTime, f.repeat]).toEqual([0.5, 7]);
   });
 });
+
+describe('busyMachineWarning', () => {
+  // Imported here, not at the top: the other tests run the CLI as a child process.
+  const { busyMachineWarning } = require('../benchmarks/cli') as typeof import('../benchmarks/cli');
+  const peak = (threads: number, gflops: number) => ({ threads, gflops, gbs: 30 });
+
+  test('quiet: a 2-thread peak near twice the 1-thread one; one thread count alone', () => {
+    expect(busyMachineWarning([peak(1, 116), peak(2, 229)], 2)).toBeNull();
+    expect(busyMachineWarning([peak(2, 229)], 2)).toBeNull();
+  });
+
+  test('busy: a 2-thread peak that barely grew (a fresh-user run at load average 6)', () => {
+    expect(busyMachineWarning([peak(2, 108.5), peak(1, 116.6)], 2)).toBe(
+      'warning: the machine looks busy (2 threads measured 108.5 GFLOP/s against 116.6 on 1): ' +
+        'timings and % of peak will be unreliable; rerun on an idle machine',
+    );
+    expect(busyMachineWarning([peak(1, 116), peak(2, 170)], 2)).toMatch(/2 threads measured 170\.0 GFLOP\/s against 116\.0 on 1/);
+    expect(busyMachineWarning([peak(1, 116), peak(2, 175)], 2)).toBeNull();
+  });
+
+  test('more threads than cores are not expected to scale', () => {
+    expect(busyMachineWarning([peak(2, 229), peak(4, 230)], 2)).toBeNull();
+  });
+});

@@ -754,7 +754,7 @@ describe('MultiHeadSelfAttention.forward errors: sync throws, async rejects, out
     ['keyPaddingMask wrong length', () => ({ x: x(), opts: { keyPaddingMask: new Uint8Array(5) } }), RangeError, /options.keyPaddingMask.length must be batch·tokens = 6, received 5/],
     ['keyPaddingMask wrong shape', () => ({ x: x(), opts: { keyPaddingMask: { data: new Uint8Array(6), shape: [3, 2] } } }), RangeError, /options.keyPaddingMask.shape must be \[batch, tokens\] = \[2, 3\], received \[3, 2\]/],
     ['keyPaddingMask wrong shape for 2-D x', () => ({ x: tensor(new Float32Array(24), [3, 8]), opts: { keyPaddingMask: { data: new Uint8Array(3), shape: [3, 1] } }, noOut: true }), RangeError, /options.keyPaddingMask.shape must be \[tokens\] = \[3\], received \[3, 1\]/],
-    ['out wrong shape', () => ({ x: x(), opts: { out: { data: new Float32Array(48).fill(SENTINEL), shape: [6, 8] } } }), RangeError, /out.shape must be \[2, 3, 8\], received \[6, 8\]/],
+    ['out wrong shape', () => ({ x: x(), opts: { out: { data: new Float32Array(48).fill(SENTINEL), shape: [6, 8] } } }), RangeError, /options\.out\.shape must be \[2, 3, 8\], received \[6, 8\]/],
     ['out is x', () => {
       const t = x();
       return { x: t, opts: { out: t } };

@@ -264,7 +264,7 @@ function attentionRun(fx: Fixture, packed = false): Run {
     }
   }
 
-  const opts: AttentionOptions = { layout, heads: s.H, kvHeads: s.KVH };
+  const opts: AttentionOptions & { returnWeights?: false } = { layout, heads: s.H, kvHeads: s.KVH };
   const causal = optBool(fx, 'causal');
   const scale = optNum(fx, 'scale');
   if (causal !== undefined) opts.causal = causal;

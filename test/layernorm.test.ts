@@ -216,8 +216,8 @@ describe('layerNorm bad inputs: sync throws, async rejects, out untouched', () =
     ['eps negative', () => ({ x: x(), opts: { eps: -1 } }), RangeError, /options.eps must be >= 0, received -1/],
     ['eps NaN', () => ({ x: x(), opts: { eps: NaN } }), RangeError, /options.eps must be a finite float32 number, received NaN/],
     ['eps beyond float32', () => ({ x: x(), opts: { eps: 1e39 } }), RangeError, /options.eps must be a finite float32 number/],
-    ['out of the wrong shape', () => ({ x: x(), out: { data: new Float32Array(12).fill(SENTINEL), shape: [4, 3] } }), RangeError, /out.shape must be \[3, 4\], received \[4, 3\]/],
-    ['out a Float64Array', () => ({ x: x(), opts: { out: { data: new Float64Array(12), shape: [3, 4] } } }), TypeError, /expected a Float32Array for out.data/],
+    ['out of the wrong shape', () => ({ x: x(), out: { data: new Float32Array(12).fill(SENTINEL), shape: [4, 3] } }), RangeError, /options\.out\.shape must be \[3, 4\], received \[4, 3\]/],
+    ['out a Float64Array', () => ({ x: x(), opts: { out: { data: new Float64Array(12), shape: [3, 4] } } }), TypeError, /expected a Float32Array for options\.out\.data/],
     [
       'out partly overlapping x',
       () => {

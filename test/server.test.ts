@@ -342,3 +342,35 @@ describe('examples/server: bad requests', () => {
     expect(logged.filter((args) => !args.some((a) => a instanceof Error && a.message === 'boom'))).toEqual([]);
   });
 });
+
+test('a weights file with several layers and no prefix: the error says how to choose one here (MHSA_WEIGHTS_PREFIX)', () => {
+  const fs = require('node:fs') as typeof import('node:fs');
+  const os = require('node:os') as typeof import('node:os');
+  const path = require('node:path') as typeof import('node:path');
+  // Two layers of torch.nn.MultiheadAttention names, dim 4, as a safetensors file.
+  const header: Record<string, unknown> = {};
+  const parts: Float32Array[] = [];
+  let offset = 0;
+  for (const layer of ['layers.0.attn.', 'layers.1.attn.']) {
+    for (const [name, shape] of [['in_proj_weight', [12, 4]], ['out_proj.weight', [4, 4]]] as const) {
+      const data = new Float32Array(shape[0] * shape[1]).fill(0.01);
+      header[layer + name] = { dtype: 'F32', shape, data_offsets: [offset, offset + data.byteLength] };
+      offset += data.byteLength;
+      parts.push(data);
+    }
+  }
+  const json = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-server-')), 'two-layers.safetensors');
+  fs.writeFileSync(file, Buffer.concat([length, json, ...parts.map((p) => Buffer.from(p.buffer))]));
+  try {
+    expect(() => createServer({ weights: file, heads: 2, log: () => {} })).toThrow(
+      /keys found under "layers\.0\.attn\.", "layers\.1\.attn\." \(set one with MHSA_WEIGHTS_PREFIX, or the weightsPrefix option\)/,
+    );
+    const app = createServer({ weights: file, weightsPrefix: 'layers.1.attn.', heads: 2, log: () => {} });
+    expect(app.block.dim).toBe(4);
+  } finally {
+    fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  }
+});

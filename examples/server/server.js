@@ -95,7 +95,14 @@ function buildBlock(options) {
   const heads = options.heads ?? DEFAULT_BLOCK.heads;
   if (options.weights) {
     const { tensors } = loadSafetensors(options.weights);
-    const block = MultiHeadSelfAttention.fromTorch(tensors, { heads, prefix: options.weightsPrefix });
+    let block;
+    try {
+      block = MultiHeadSelfAttention.fromTorch(tensors, { heads, prefix: options.weightsPrefix });
+    } catch (e) {
+      // fromTorch's advice names its own option; here the prefix comes from the environment.
+      e.message = e.message.replace('(pass one as options.prefix)', '(set one with MHSA_WEIGHTS_PREFIX, or the weightsPrefix option)');
+      throw e;
+    }
     return { block, source: { file: options.weights, prefix: options.weightsPrefix ?? '' } };
   }
   const dim = options.dim ?? DEFAULT_BLOCK.dim;
