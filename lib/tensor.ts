@@ -147,7 +147,7 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
     if (Array.isArray(data)) {
       // Float32Array.from would turn '1' into 1 and 'x', a hole or an object into NaN without a word.
       for (let i = 0; i < data.length; i++) {
-        if (typeof data[i] !== 'number' && typeof data[i] !== 'bigint') {
+        if (typeof data[i] !== 'number') {
           throw new TypeError(`${typeError(fn, 'data', 'numbers', data).message}, whose element [${i}] is ${describe(data[i])}`);
         }
       }
@@ -155,7 +155,7 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
     try {
       f32 = Float32Array.from(data as ArrayLike<number>);
     } catch (e) {
-      // A BigInt64Array, or an array holding a BigInt or a Symbol: no conversion to float32.
+      // A BigInt64Array or BigUint64Array (arrays were checked element by element above): no conversion to float32.
       const reason = (e as Error).message;
       throw new TypeError(`${typeError(fn, 'data', 'numbers', data).message}, which holds a value that is not one (${reason})`, { cause: e });
     }

@@ -577,6 +577,7 @@ const tensorRows: Row[] = [];
     ['null', [1, 2, 3, 4, 5, null], 'element \\[5\\] is null'],
     ['a nested array', [[1, 2], 3, 4, 5, 6, 7], 'element \\[0\\] is an Array\\(2\\)'],
     ['a boolean', [1, true, 3, 4, 5, 6], 'element \\[1\\] is the boolean true'],
+    ['a bigint', [1, 2n, 3, 4, 5, 6], 'element \\[1\\] is the bigint 2'],
   ] as Array<[string, unknown, string]>) {
     add(`data a number[] holding ${label}`, (op) => op(value, [2, 3]), 'TypeError',
       new RegExp(`expected numbers for data but received an Array\\(6\\), whose ${got}`));
