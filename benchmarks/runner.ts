@@ -42,23 +42,43 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
+/** A process's resident set now and its high-water mark, in bytes. */
+export interface MemoryReading {
+  rss: number;
+  maxRss: number;
+}
+
+function thisProcess(): MemoryReading {
+  return { rss: process.memoryUsage.rss(), maxRss: process.resourceUsage().maxRSS * 1024 };
+}
+
 /**
- * RSS tracking: process.memoryUsage.rss() sampled after every call, and the
- * kernel's high-water mark (getrusage maxrss) when it rises during the run:
- * a rise means a peak above every earlier one happened inside these calls.
+ * RSS tracking: the resident set sampled after every call, and the kernel's
+ * high-water mark (getrusage maxrss) when it rises during the run: a rise
+ * means a peak above every earlier one happened inside these calls. The
+ * process is this one, or the impl's own worker when it reports one
+ * ({@link Prepared.memory}).
  */
 class RssTracker {
-  private readonly base = process.memoryUsage.rss();
-  private readonly maxBefore = process.resourceUsage().maxRSS * 1024;
-  private peak = this.base;
+  private readonly read: () => MemoryReading;
+  private readonly base: number;
+  private readonly maxBefore: number;
+  private peak: number;
+
+  constructor(p: Prepared) {
+    this.read = p.memory ? () => p.memory!() : thisProcess;
+    const now = this.read();
+    this.base = this.peak = now.rss;
+    this.maxBefore = now.maxRss;
+  }
 
   sample(): void {
-    const r = process.memoryUsage.rss();
+    const r = this.read().rss;
     if (r > this.peak) this.peak = r;
   }
 
   growthMb(): number {
-    const maxAfter = process.resourceUsage().maxRSS * 1024;
+    const maxAfter = this.read().maxRss;
     const peak = maxAfter > this.maxBefore ? Math.max(this.peak, maxAfter) : this.peak;
     return Math.max(0, peak - this.base) / 2 ** 20;
   }
@@ -136,7 +156,7 @@ class TimedCalls {
     const t0 = performance.now();
     const r = this.p.run();
     this.output = r instanceof Promise ? await r : r;
-    const ms = performance.now() - t0;
+    const ms = this.p.lastCallMs?.() ?? performance.now() - t0;
     this.samples.push(ms);
     this.total += ms;
   }
@@ -155,7 +175,7 @@ class TimedCalls {
 
 export async function measure(p: Prepared, opts: TimingOptions): Promise<Measurement> {
   await settle();
-  const rss = new RssTracker();
+  const rss = new RssTracker(p);
   await warmUp(p, opts, rss);
   const timed = new TimedCalls(p, opts, performance.now() + 3 * opts.minTime * 1000);
   while (!timed.done()) {
@@ -184,7 +204,7 @@ export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOp
   const rssMb: number[] = [];
   for (const p of ps) {
     await settle();
-    const rss = new RssTracker();
+    const rss = new RssTracker(p);
     await warmUp(p, opts, rss);
     rssMb.push(rss.growthMb());
   }

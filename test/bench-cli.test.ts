@@ -8,6 +8,8 @@
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { parseArgs, UsageError } from '../benchmarks/args';
+import type { Prepared } from '../benchmarks/peers/types';
+import { measure } from '../benchmarks/runner';
 import { WORKLOADS } from '../benchmarks/workloads';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -69,6 +71,83 @@ describe('mhsa-bench --check', () => {
     expect(r.stderr).toMatch(/WRONG RESULT: mhsa on g_sq256/);
     expect(r.stdout).toMatch(/WRONG/);
   }, 180_000);
+});
+
+/** The Python the pytorch peer would pick when it can import torch and numpy (as with python3-torch installed), else undefined. */
+const TORCH_PYTHON = ['python3', '/usr/bin/python3'].find(
+  (py) => spawnSync(py, ['-c', 'import torch, numpy'], { timeout: 120_000 }).status === 0,
+);
+
+describe('mhsa-bench --peers=pytorch', () => {
+  interface ImplInfo {
+    impl: string;
+    label: string;
+    available: boolean;
+    note: string | null;
+  }
+
+  test('where torch imports, every workload runs in the Python worker and agrees with float64; elsewhere the peer is a note that says how to install it', () => {
+    const r = bench(['--check', '--peers=pytorch', '--threads', '1,2', '--json', '-']);
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: expect.any(String) });
+    const report = JSON.parse(r.stdout) as { impls: ImplInfo[]; results: JsonRow[] };
+    const info = report.impls.find((i) => i.impl === 'pytorch')!;
+    const rows = report.results.filter((x) => x.impl === 'pytorch');
+    if (TORCH_PYTHON) {
+      expect(rows).toHaveLength(2 * WORKLOADS.length);
+      expect(info).toEqual(expect.objectContaining({ available: true, label: expect.stringMatching(/^PyTorch \d+\.\d+/) }));
+      for (const row of rows) {
+        expect({ row: `${row.workload}@${row.threads}`, status: row.status }).toEqual({ row: `${row.workload}@${row.threads}`, status: 'ok' });
+        expect(row.rel_err).toBeLessThan(1e-5);
+      }
+    } else {
+      expect(info.available).toBe(false);
+      expect(info.note).toMatch(/apt-get install python3-torch/);
+      expect(rows).toEqual([]);
+    }
+  }, 180_000);
+
+  test('an interpreter that cannot import torch is named in the skip note, and the run still succeeds', () => {
+    const r = bench(['--check', '--workload', 'g_sq64', '--threads', '1', '--peers=pytorch', '--json', '-'], {
+      MHSA_BENCH_PYTHON: '/nonexistent/python3',
+    });
+    expect(r.status).toBe(0);
+    const report = JSON.parse(r.stdout) as { impls: ImplInfo[]; results: JsonRow[] };
+    expect(report.impls.find((i) => i.impl === 'pytorch')).toEqual(
+      expect.objectContaining({ available: false, note: expect.stringMatching(/\/nonexistent\/python3: .*ENOENT.*MHSA_BENCH_PYTHON/) }),
+    );
+    expect(report.results.map((x) => `${x.impl}:${x.status}`)).toEqual(['mhsa:ok']);
+  }, 180_000);
+
+  // Without torch the worker cannot start (the skip is tested above).
+  (TORCH_PYTHON ? test : test.skip)('the worker answers a request it cannot serve with an error line and keeps serving', () => {
+    const python = TORCH_PYTHON!;
+    const requests = [{ op: 'run', id: 7 }, { op: 'prepare', id: 1, problem: { kind: 'conv' }, threads: 1, inputs: {}, out: '/dev/null' }, { op: 'hello' }];
+    const r = spawnSync(python, [path.join(ROOT, 'benchmarks', 'peers', 'pytorch_worker.py')], {
+      input: requests.map((q) => JSON.stringify(q)).join('\n') + '\n',
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    const replies = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { ok?: boolean; error?: string });
+    expect(replies).toEqual([
+      { error: 'KeyError: 7' },
+      { error: "ValueError: unknown problem kind 'conv'" },
+      expect.objectContaining({ ok: true, torch: expect.any(String) }),
+    ]);
+  }, 180_000);
+});
+
+describe('the runner', () => {
+  test("records an impl's own clock when it reports one (a worker process's call without the round trip)", async () => {
+    const slowCall = (): Prepared => ({
+      run: () => new Promise<Float32Array>((resolve) => setTimeout(() => resolve(new Float32Array(1)), 15)),
+      dispose: () => undefined,
+    });
+    const opts = { minTime: 0.01, repeat: 3 };
+    const ownClock = await measure({ ...slowCall(), lastCallMs: () => 0.25 }, opts);
+    expect(ownClock.samples.every((ms) => ms === 0.25)).toBe(true);
+    const wallClock = await measure(slowCall(), opts);
+    expect(wallClock.minMs).toBeGreaterThanOrEqual(14);
+  }, 30_000);
 });
 
 describe('mhsa-bench --interleave', () => {

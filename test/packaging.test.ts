@@ -288,6 +288,8 @@ describe('as installed from the registry', () => {
     const needed = [...build, PKG.main!, 'dist/lib/index.d.ts', ...sources];
     expect(needed.filter((f) => !files.has(f))).toEqual([]);
     expect([...files].filter((f) => f.startsWith('native/fuzz/') || f.startsWith('native/tests/'))).toEqual([]);
+    // mhsa-bench runs from dist/; its pytorch peer's Python worker is not compiled there.
+    expect(['benchmarks/bin/mhsa-bench.js', 'dist/benchmarks/peers/pytorch.js', 'benchmarks/peers/pytorch_worker.py'].filter((f) => !files.has(f))).toEqual([]);
   });
 
   test('without a build (its install script skipped), require() says how to build it', () => {

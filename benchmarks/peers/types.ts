@@ -17,6 +17,18 @@ export interface Prepared {
    * another one (e.g. [B, N, H·d] for [B, H, N, d]); used for the check only, untimed.
    */
   canonical?(output: Float32Array): Float32Array;
+  /**
+   * For an impl whose calls cross a process boundary (the PyTorch worker): the
+   * milliseconds the last run() took by the impl's own clock, which the runner
+   * records instead of its own so the round trip is not counted.
+   */
+  lastCallMs?(): number;
+  /**
+   * For an impl that computes in another process: that process's resident set
+   * and high-water mark (bytes) as of its last reply, which the runner's RSS
+   * column then reports instead of this process's.
+   */
+  memory?(): { rss: number; maxRss: number };
   /** Called (untimed) before each timed call, e.g. to poison a reused output buffer. */
   beforeRun?(): void;
   /** Frees sessions, tensors and threads. */

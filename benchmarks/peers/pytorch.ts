@@ -1,0 +1,230 @@
+/**
+ * PyTorch, as a Python service would run it: `torch.mm(a, b, out=c)`,
+ * `torch.softmax`, scaled dot-product attention (the fused op where the
+ * installed PyTorch has one) and seed 004's module written as vit-pytorch
+ * writes it, each under `torch.inference_mode()`. It runs in a Python worker
+ * (pytorch_worker.py beside this file) that times each call itself with
+ * `perf_counter`, so the pipe's round trip is not counted
+ * ({@link Prepared.lastCallMs}); inputs go over as float32 files once
+ * (untimed) and each result comes back, untimed, through a memory-mapped file.
+ * The RSS column is the worker's ({@link Prepared.memory}).
+ *
+ * The interpreter is `MHSA_BENCH_PYTHON` when set, else the first of
+ * `python3` and `/usr/bin/python3` that can import torch and numpy; when none
+ * can (`apt-get install python3-torch` provides Debian's build), this peer is
+ * skipped with a note. With libopenblas0-openmp installed too, the worker
+ * loads that OpenBLAS (see the Worker constructor).
+ */
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import * as fs from 'node:fs';
+import type { Socket } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Inputs } from '../data';
+import { outputLength, type Problem } from '../workloads';
+import type { Impl, Prepared } from './types';
+
+/** The worker script: beside this file in the sources, under benchmarks/peers from dist/benchmarks/peers. */
+function workerScript(): string {
+  const candidates = [
+    path.join(__dirname, 'pytorch_worker.py'),
+    path.resolve(__dirname, '..', '..', '..', 'benchmarks', 'peers', 'pytorch_worker.py'),
+  ];
+  return candidates.find((f) => fs.existsSync(f)) ?? candidates[0];
+}
+
+interface Reply {
+  ok?: boolean;
+  error?: string;
+  ms?: number;
+  rss?: number;
+  maxrss?: number;
+  torch?: string;
+  python?: string;
+  blas?: string;
+  sdpa?: string;
+}
+
+/**
+ * One Python process answering JSON lines in order. Its handles keep Node's
+ * event loop alive only while a request is pending, so a finished benchmark
+ * exits without closing it (the worker ends on its stdin's EOF).
+ */
+class Worker {
+  private readonly child: ChildProcessWithoutNullStreams;
+  private readonly pending: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] = [];
+  private stderrTail = '';
+  private exited: string | null = null;
+  readonly dir = fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'mhsa-bench-torch-'));
+
+  constructor(python: string) {
+    // Debian's torch calls OpenBLAS, whose default build runs its own threads
+    // beside torch's OpenMP ones: at 2 threads each pool's spinning took the
+    // cores from the other (a_vit: median 17.5 ms against a 1.9 ms minimum).
+    // The OpenMP build of OpenBLAS (libopenblas0-openmp) shares torch's pool,
+    // as MKL does in PyTorch's own wheels, so it is put first when installed.
+    const env = { ...process.env };
+    if (fs.existsSync(OPENBLAS_OPENMP_DIR)) {
+      env.LD_LIBRARY_PATH = [OPENBLAS_OPENMP_DIR, env.LD_LIBRARY_PATH].filter(Boolean).join(':');
+    }
+    this.child = spawn(python, ['-u', workerScript()], { stdio: ['pipe', 'pipe', 'pipe'], env });
+    createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const waiter = this.pending.shift();
+      if (this.pending.length === 0) this.idle();
+      if (!waiter) return;
+      try {
+        waiter.resolve(JSON.parse(line) as Reply);
+      } catch {
+        waiter.reject(new Error(`the PyTorch worker printed something other than JSON: ${line.slice(0, 200)}`));
+      }
+    });
+    this.child.stderr.on('data', (d: Buffer) => {
+      this.stderrTail = (this.stderrTail + d.toString()).slice(-2000);
+    });
+    const fail = (why: string) => {
+      this.exited = why;
+      for (const w of this.pending.splice(0)) w.reject(new Error(`${why}${this.lastError()}`));
+    };
+    this.child.on('error', (e) => fail(`the PyTorch worker could not run (${e.message})`));
+    this.child.on('exit', (code, signal) => fail(`the PyTorch worker exited (${signal ?? `code ${code}`})`));
+    process.once('exit', () => {
+      this.child.kill();
+      fs.rmSync(this.dir, { recursive: true, force: true });
+    });
+    this.idle();
+  }
+
+  private lastError(): string {
+    const line = this.stderrTail.trim().split('\n').pop();
+    return line ? `: ${line}` : '';
+  }
+
+  /** The process and its output pipes (sockets, though typed as plain streams). */
+  private handles(): { ref(): unknown; unref(): unknown }[] {
+    return [this.child, this.child.stdout as unknown as Socket, this.child.stderr as unknown as Socket];
+  }
+
+  private idle(): void {
+    for (const h of this.handles()) h.unref();
+  }
+
+  /** Sends one request; resolves with the reply, rejects with the worker's error line. */
+  request(msg: Record<string, unknown>): Promise<Reply> {
+    if (this.exited) return Promise.reject(new Error(`${this.exited}${this.lastError()}`));
+    for (const h of this.handles()) h.ref();
+    return new Promise<Reply>((resolve, reject) => {
+      this.pending.push({ resolve, reject });
+      this.child.stdin.write(`${JSON.stringify(msg)}\n`);
+    }).then((r) => {
+      if (r.error !== undefined || !r.ok) throw new Error(`PyTorch: ${r.error ?? 'no answer'}`);
+      return r;
+    });
+  }
+}
+
+/** The interpreter to use, or why there is none. */
+function findPython(): { python: string } | { reason: string } {
+  const forced = process.env.MHSA_BENCH_PYTHON;
+  const candidates = forced ? [forced] : ['python3', '/usr/bin/python3'];
+  const tried: string[] = [];
+  for (const py of candidates) {
+    const r = spawnSync(py, ['-c', 'import torch, numpy'], { encoding: 'utf8', timeout: 120_000 });
+    if (r.status === 0) return { python: py };
+    const why = r.error ? r.error.message : (r.stderr.trim().split('\n').pop() ?? `exit code ${r.status}`);
+    tried.push(`${py}: ${why}`);
+  }
+  return {
+    reason:
+      `no Python that imports torch and numpy (${tried.join('; ')}); ` +
+      'apt-get install python3-torch, or set MHSA_BENCH_PYTHON',
+  };
+}
+
+/** Where Debian's libopenblas0-openmp puts its libopenblas.so.0 and libblas.so.3. */
+const OPENBLAS_OPENMP_DIR = `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu/openblas-openmp`;
+
+let worker: Worker | undefined;
+let nextId = 0;
+
+/** Every Float32Array of an Inputs, by field name. */
+function arrays(x: Inputs): [string, Float32Array][] {
+  return Object.entries(x).filter((e): e is [string, Float32Array] => e[1] instanceof Float32Array);
+}
+
+async function prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+  const w = worker!;
+  const id = nextId++;
+  const files: Record<string, string> = {};
+  for (const [name, data] of arrays(x)) {
+    files[name] = path.join(w.dir, `in-${id}-${name}.f32`);
+    fs.writeFileSync(files[name], new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  }
+  const outFile = path.join(w.dir, `out-${id}.f32`);
+  const removeFiles = () => {
+    for (const f of [...Object.values(files), outFile]) fs.rmSync(f, { force: true });
+  };
+  const output = new Float32Array(outputLength(p));
+  let memory = { rss: 0, maxRss: 0 };
+  const noteMemory = (r: Reply) => {
+    memory = { rss: r.rss!, maxRss: r.maxrss! };
+  };
+  try {
+    noteMemory(await w.request({ op: 'prepare', id, problem: p, threads, inputs: files, out: outFile, size: output.length }));
+  } catch (e) {
+    removeFiles();
+    throw e;
+  }
+  const fd = fs.openSync(outFile, 'r');
+  let lastMs = NaN;
+  return {
+    run: async () => {
+      const reply = await w.request({ op: 'run', id });
+      lastMs = reply.ms!;
+      noteMemory(reply);
+      const bytes = new Uint8Array(output.buffer);
+      for (let at = 0; at < bytes.length; ) {
+        const n = fs.readSync(fd, bytes, at, bytes.length - at, at);
+        if (n === 0) throw new Error(`PyTorch: its result file ended after ${at} of ${bytes.length} bytes`);
+        at += n;
+      }
+      return output;
+    },
+    lastCallMs: () => lastMs,
+    memory: () => memory,
+    beforeRun: () => output.fill(NaN),
+    dispose: async () => {
+      fs.closeSync(fd);
+      await w.request({ op: 'dispose', id }).catch(() => undefined);
+      removeFiles();
+    },
+  };
+}
+
+export const pytorchImpl: Impl = {
+  name: 'pytorch',
+  label: 'PyTorch',
+  maxThreads: 1024,
+  timed: {
+    gemm: 'torch.mm(a, b, out=c), timed in Python (perf_counter)',
+    softmax: 'torch.softmax(x, -1)',
+    attention: 'scaled dot-product attention on [B, H, N, d] q, k, v (is_causal for causal); the op is named in the label',
+    block: "seed 004's module as vit-pytorch writes it: LayerNorm → Linear (to_qkv) → chunk, heads → SDPA → merge → Linear (to_out)",
+  },
+  async load() {
+    const found = findPython();
+    if ('reason' in found) return found.reason;
+    try {
+      worker = new Worker(found.python);
+      const hello = await worker.request({ op: 'hello' });
+      this.label = `PyTorch ${hello.torch} (Python ${hello.python}, BLAS: ${hello.blas}; attention: ${hello.sdpa})`;
+      return null;
+    } catch (e) {
+      return e instanceof Error ? e.message : String(e);
+    }
+  },
+  supports() {
+    return null;
+  },
+  prepare,
+};

@@ -1,0 +1,186 @@
+"""PyTorch side of mhsa-bench's `pytorch` peer (benchmarks/peers/pytorch.ts).
+
+Runs in its own Python process and answers one JSON request per line on stdin
+with one JSON line on stdout:
+
+  {"op": "hello"}                      -> {"ok": true, "torch": ..., "python": ..., "blas": ..., "sdpa": ...}
+  {"op": "prepare", "id", "problem", "threads", "inputs": {name: path}, "out": path, "size"}
+                                       -> {"ok": true, "rss", "maxrss"}
+  {"op": "run", "id"}                  -> {"ok": true, "ms": <the call's time>, "rss", "maxrss"}
+  {"op": "dispose", "id"}              -> {"ok": true}
+
+Anything that fails answers {"error": "<one line>"}. Inputs arrive as raw
+little-endian float32 files written by the Node side; each run times one call
+with perf_counter (so the pipe's round trip is not counted), then copies the
+result, untimed, into the memory-mapped file `out` (`size` floats) for Node to
+verify. `rss` and `maxrss` are this process's resident set and its high-water
+mark in bytes, for the benchmark's RSS column.
+"""
+import ctypes
+import json
+import math
+import os
+import platform
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_num_interop_threads(1)
+
+
+def _openblas():
+    """The OpenBLAS that torch loaded (Debian's build calls BLAS through it) and its path, or (None, None)."""
+    try:
+        with open('/proc/self/maps') as maps:
+            path = next((line.split()[-1] for line in maps if 'libopenblas' in line), None)
+        return (ctypes.CDLL(path), path) if path else (None, None)
+    except OSError:
+        return None, None
+
+
+OPENBLAS, OPENBLAS_PATH = _openblas()
+
+
+def set_threads(n):
+    torch.set_num_threads(n)
+    if OPENBLAS is not None:
+        OPENBLAS.openblas_set_num_threads(n)
+
+
+# Scaled dot-product attention as a PyTorch user calls it: the public fused op
+# of PyTorch 2.x, its private forerunner in 1.13, else the textbook expression.
+if hasattr(F, 'scaled_dot_product_attention'):
+    SDPA_NAME = 'F.scaled_dot_product_attention'
+
+    def sdpa(q, k, v, causal):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+elif hasattr(F, '_scaled_dot_product_attention'):
+    SDPA_NAME = 'F._scaled_dot_product_attention'
+
+    def sdpa(q, k, v, causal):
+        return F._scaled_dot_product_attention(q, k, v, None, 0.0, False, causal)[0]
+else:
+    SDPA_NAME = 'softmax(q @ k^T / sqrt(d)) @ v'
+
+    def sdpa(q, k, v, causal):
+        s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        if causal:
+            n, m = s.shape[-2], s.shape[-1]
+            s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(m - n + 1), float('-inf'))
+        return torch.matmul(torch.softmax(s, -1), v)
+
+
+class SeedAttention(torch.nn.Module):
+    """Seed 004's ViT attention module, written as vit-pytorch writes it."""
+
+    def __init__(self, dim, heads, dim_head):
+        super().__init__()
+        inner = heads * dim_head
+        self.heads = heads
+        self.norm = torch.nn.LayerNorm(dim)
+        self.to_qkv = torch.nn.Linear(dim, inner * 3, bias=False)
+        self.to_out = torch.nn.Linear(inner, dim)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.to_qkv(self.norm(x)).chunk(3, dim=-1)
+        q, k, v = (t.reshape(b, n, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        o = sdpa(q, k, v, False)
+        return self.to_out(o.transpose(1, 2).reshape(b, n, -1))
+
+
+def load(path, shape):
+    return torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(shape))
+
+
+def build(problem, inputs):
+    """The timed call for one problem, as a zero-argument function returning the output."""
+    kind = problem['kind']
+    if kind == 'gemm':
+        m, k, n = problem['M'], problem['K'], problem['N']
+        a, b, c = load(inputs['a'], (m, k)), load(inputs['b'], (k, n)), torch.empty(m, n)
+        return lambda: torch.mm(a, b, out=c)
+    if kind == 'softmax':
+        x = load(inputs['x'], (problem['rows'], problem['cols']))
+        return lambda: torch.softmax(x, -1)
+    if kind == 'attention':
+        bsz, h, nq, nkv, d = (problem[key] for key in ('B', 'H', 'Nq', 'Nkv', 'd'))
+        q = load(inputs['q'], (bsz, h, nq, d))
+        k, v = load(inputs['k'], (bsz, h, nkv, d)), load(inputs['v'], (bsz, h, nkv, d))
+        causal = bool(problem['causal'])
+        return lambda: sdpa(q, k, v, causal)
+    if kind == 'block':
+        dim, heads, dim_head = problem['dim'], problem['heads'], problem['dimHead']
+        inner = heads * dim_head
+        module = SeedAttention(dim, heads, dim_head).eval()
+        with torch.no_grad():
+            module.norm.weight.copy_(load(inputs['gamma'], (dim,)))
+            module.norm.bias.copy_(load(inputs['beta'], (dim,)))
+            module.to_qkv.weight.copy_(load(inputs['wqkv'], (3 * inner, dim)))
+            module.to_out.weight.copy_(load(inputs['wo'], (dim, inner)))
+            module.to_out.bias.copy_(load(inputs['bo'], (dim,)))
+        x = load(inputs['x'], (problem['B'], problem['N'], dim))
+        return lambda: module(x)
+    raise ValueError(f'unknown problem kind {kind!r}')
+
+
+prepared = {}
+PAGE = os.sysconf('SC_PAGE_SIZE')
+
+
+def memory():
+    with open('/proc/self/statm') as statm:
+        rss = int(statm.read().split()[1]) * PAGE
+    return {'rss': rss, 'maxrss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def handle(req):
+    op = req['op']
+    if op == 'hello':
+        return {
+            'ok': True,
+            'torch': torch.__version__,
+            'python': platform.python_version(),
+            'blas': ('OpenBLAS, ' + ('OpenMP' if 'openmp' in OPENBLAS_PATH else 'pthreads') + ' build')
+            if OPENBLAS is not None else 'its own (MKL or other)',
+            'sdpa': SDPA_NAME,
+        }
+    if op == 'prepare':
+        set_threads(req['threads'])
+        with torch.inference_mode():
+            fn = build(req['problem'], req['inputs'])
+        out = np.memmap(req['out'], dtype=np.float32, mode='w+', shape=(req['size'],))
+        prepared[req['id']] = (fn, out, req['threads'])
+        return {'ok': True, **memory()}
+    if op == 'run':
+        fn, out, threads = prepared[req['id']]
+        if torch.get_num_threads() != threads:
+            set_threads(threads)
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            y = fn()
+            ms = (time.perf_counter() - t0) * 1e3
+            out[:] = y.reshape(-1).numpy()
+        return {'ok': True, 'ms': ms, **memory()}
+    if op == 'dispose':
+        prepared.pop(req['id'], None)
+        return {'ok': True}
+    raise ValueError(f'unknown op {op!r}')
+
+
+def main():
+    for line in sys.stdin:
+        try:
+            reply = handle(json.loads(line))
+        except Exception as e:  # reported to the Node side, which shows it as the row's error
+            reply = {'error': f'{type(e).__name__}: {e}'.splitlines()[0]}
+        sys.stdout.write(json.dumps(reply) + '\n')
+        sys.stdout.flush()
+
+
+if __name__ == '__main__':
+    main()
