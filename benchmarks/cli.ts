@@ -12,6 +12,7 @@ import { parseArgs, USAGE, UsageError, type Options } from './args';
 import { makeInputs, type Inputs } from './data';
 import { mhsaImpl } from './mhsa-impl';
 import { PEERS, type Impl, type Prepared } from './peers';
+import { pytorchMissing } from './peers/pytorch';
 import { buildReference, relativeError, TOLERANCE, type Reference } from './reference';
 import { formatTable, legend, type Row } from './report';
 import { measure, measureInterleaved, once, type Measurement } from './runner';
@@ -108,6 +109,11 @@ function listText(): string {
     js: [],
   };
   for (const p of PEERS) {
+    if (p.name === 'pytorch') {
+      const why = pytorchMissing();
+      lines.push(`  ${p.name.padEnd(12)} ${'python3 with torch and numpy'.padEnd(46)} ${why === null ? 'available' : `not available: ${why}`}`);
+      continue;
+    }
     const pkgs = peerPkgs[p.name] ?? [];
     const missing = pkgs.filter((n) => !resolveModule(n));
     const state = missing.length === 0 ? 'available' : `not installed: ${missing.join(', ')}`;

@@ -8,9 +8,12 @@
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { parseArgs, UsageError } from '../benchmarks/args';
+import { makeInputs } from '../benchmarks/data';
+import { pytorchImpl } from '../benchmarks/peers/pytorch';
 import type { Prepared } from '../benchmarks/peers/types';
+import { buildReference, relativeError } from '../benchmarks/reference';
 import { measure } from '../benchmarks/runner';
-import { WORKLOADS } from '../benchmarks/workloads';
+import { outputLength, WORKLOADS } from '../benchmarks/workloads';
 
 const ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(ROOT, 'benchmarks', 'bin', 'mhsa-bench.js');
@@ -73,8 +76,8 @@ describe('mhsa-bench --check', () => {
   }, 180_000);
 });
 
-/** The Python the pytorch peer would pick when it can import torch and numpy (as with python3-torch installed), else undefined. */
-const TORCH_PYTHON = ['python3', '/usr/bin/python3'].find(
+/** The Python the pytorch peer picks when one imports torch and numpy (as with python3-torch installed), else undefined. */
+const TORCH_PYTHON = ((forced) => (forced ? [forced] : ['python3', '/usr/bin/python3']))(process.env.MHSA_BENCH_PYTHON).find(
   (py) => spawnSync(py, ['-c', 'import torch, numpy'], { timeout: 120_000 }).status === 0,
 );
 
@@ -119,20 +122,43 @@ describe('mhsa-bench --peers=pytorch', () => {
   }, 180_000);
 
   // Without torch the worker cannot start (the skip is tested above).
-  (TORCH_PYTHON ? test : test.skip)('the worker answers a request it cannot serve with an error line and keeps serving', () => {
-    const python = TORCH_PYTHON!;
-    const requests = [{ op: 'run', id: 7 }, { op: 'prepare', id: 1, problem: { kind: 'conv' }, threads: 1, inputs: {}, out: '/dev/null' }, { op: 'hello' }];
-    const r = spawnSync(python, [path.join(ROOT, 'benchmarks', 'peers', 'pytorch_worker.py')], {
+  const withTorch = TORCH_PYTHON ? test : test.skip;
+
+  withTorch('the worker answers each request under its seq, an error as one line, and keeps serving', () => {
+    const requests = [
+      { seq: 4, op: 'run', id: 7 },
+      { seq: 5, op: 'prepare', id: 1, problem: { kind: 'conv' }, threads: 1, inputs: {}, out: '/dev/null', size: 1 },
+      { seq: 6, op: 'hello' },
+    ];
+    const r = spawnSync(TORCH_PYTHON!, [path.join(ROOT, 'benchmarks', 'peers', 'pytorch_worker.py')], {
       input: requests.map((q) => JSON.stringify(q)).join('\n') + '\n',
       encoding: 'utf8',
       timeout: 120_000,
     });
     const replies = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { ok?: boolean; error?: string });
     expect(replies).toEqual([
-      { error: 'KeyError: 7' },
-      { error: "ValueError: unknown problem kind 'conv'" },
-      expect.objectContaining({ ok: true, torch: expect.any(String) }),
+      { error: 'KeyError: 7', seq: 4 },
+      { error: "ValueError: unknown problem kind 'conv'", seq: 5 },
+      expect.objectContaining({ ok: true, seq: 6, torch: expect.any(String) }),
     ]);
+  }, 180_000);
+
+  withTorch('a prepared problem runs in the worker: causal with fewer queries than keys (bottom-right), its own clock, its own memory', async () => {
+    const problem = { kind: 'attention', B: 1, H: 2, Nq: 3, Nkv: 7, d: 8, causal: true } as const;
+    const inputs = makeInputs(problem, 'pytorch-causal');
+    expect(await pytorchImpl.load()).toBeNull();
+    const prepared = await pytorchImpl.prepare(problem, inputs, 1);
+    try {
+      prepared.beforeRun!();
+      const y = await prepared.run();
+      expect(relativeError(y, buildReference(problem, inputs, true), outputLength(problem))).toBeLessThan(1e-5);
+      // The top-left mask (is_causal) would hide keys 1..6 from the first query: a different result.
+      expect(prepared.lastCallMs!()).toBeGreaterThan(0);
+      expect(prepared.memory!().rss).toBeGreaterThan(10 * 2 ** 20); // the worker's, with torch loaded
+      expect(prepared.memory!().rss).not.toBe(process.memoryUsage.rss());
+    } finally {
+      await prepared.dispose();
+    }
   }, 180_000);
 });
 
@@ -146,7 +172,21 @@ describe('the runner', () => {
     const ownClock = await measure({ ...slowCall(), lastCallMs: () => 0.25 }, opts);
     expect(ownClock.samples.every((ms) => ms === 0.25)).toBe(true);
     const wallClock = await measure(slowCall(), opts);
-    expect(wallClock.minMs).toBeGreaterThanOrEqual(14);
+    expect(wallClock.minMs).toBeGreaterThanOrEqual(10);
+  }, 30_000);
+
+  test("reports the RSS growth of an impl's own worker process when it gives one", async () => {
+    let rss = 100 * 2 ** 20;
+    const p: Prepared = {
+      run: () => {
+        rss += 8 * 2 ** 20; // the worker grows by 8 MiB a call; this process does not
+        return new Float32Array(1);
+      },
+      memory: () => ({ rss, maxRss: rss }),
+      dispose: () => undefined,
+    };
+    const m = await measure(p, { minTime: 0.01, repeat: 3 });
+    expect(m.rssMb).toBeGreaterThanOrEqual(8 * (m.samples.length + 1));
   }, 30_000);
 });
 

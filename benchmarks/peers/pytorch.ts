@@ -1,8 +1,8 @@
 /**
  * PyTorch, as a Python service would run it: `torch.mm(a, b, out=c)`,
- * `torch.softmax`, scaled dot-product attention (the fused op where the
- * installed PyTorch has one) and seed 004's module written as vit-pytorch
- * writes it, each under `torch.inference_mode()`. It runs in a Python worker
+ * `torch.softmax`, scaled dot-product attention (the op the installed PyTorch
+ * has) and seed 004's module (vit-pytorch's Attention at inference, SDPA in
+ * place of its explicit attention), each under `torch.inference_mode()`. It runs in a Python worker
  * (pytorch_worker.py beside this file) that times each call itself with
  * `perf_counter`, so the pipe's round trip is not counted
  * ({@link Prepared.lastCallMs}); inputs go over as float32 files once
@@ -35,6 +35,7 @@ function workerScript(): string {
 }
 
 interface Reply {
+  seq?: number | null;
   ok?: boolean;
   error?: string;
   ms?: number;
@@ -46,17 +47,34 @@ interface Reply {
   sdpa?: string;
 }
 
+/** Bytes free in /dev/shm below which the worker's files go to the temporary directory (s_4096 needs ~130 MB). */
+const SHM_MIN_FREE = 1024 * 2 ** 20;
+
+/** A RAM-backed directory when there is room (Docker's default /dev/shm is 64 MB), else the temporary one. */
+function scratchRoot(): string {
+  try {
+    const st = fs.statfsSync('/dev/shm');
+    if (st.bavail * st.bsize >= SHM_MIN_FREE) return '/dev/shm';
+  } catch {
+    // no /dev/shm
+  }
+  return os.tmpdir();
+}
+
 /**
- * One Python process answering JSON lines in order. Its handles keep Node's
- * event loop alive only while a request is pending, so a finished benchmark
- * exits without closing it (the worker ends on its stdin's EOF).
+ * One Python process answering JSON lines, each reply matched to its request
+ * by `seq`. Its handles keep Node's event loop alive only while a request is
+ * pending, so a finished benchmark exits without closing it (the worker ends on
+ * its stdin's EOF).
  */
 class Worker {
   private readonly child: ChildProcessWithoutNullStreams;
-  private readonly pending: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] = [];
+  private readonly pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  private nextSeq = 0;
   private stderrTail = '';
-  private exited: string | null = null;
-  readonly dir = fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'mhsa-bench-torch-'));
+  /** Why the worker cannot answer any more, once it has exited or failed to start. */
+  exited: string | null = null;
+  readonly dir = fs.mkdtempSync(path.join(scratchRoot(), 'mhsa-bench-torch-'));
 
   constructor(python: string) {
     // Debian's torch calls OpenBLAS, whose default build runs its own threads
@@ -69,30 +87,37 @@ class Worker {
       env.LD_LIBRARY_PATH = [OPENBLAS_OPENMP_DIR, env.LD_LIBRARY_PATH].filter(Boolean).join(':');
     }
     this.child = spawn(python, ['-u', workerScript()], { stdio: ['pipe', 'pipe', 'pipe'], env });
-    createInterface({ input: this.child.stdout }).on('line', (line) => {
-      const waiter = this.pending.shift();
-      if (this.pending.length === 0) this.idle();
-      if (!waiter) return;
-      try {
-        waiter.resolve(JSON.parse(line) as Reply);
-      } catch {
-        waiter.reject(new Error(`the PyTorch worker printed something other than JSON: ${line.slice(0, 200)}`));
-      }
-    });
+    createInterface({ input: this.child.stdout }).on('line', (line) => this.onLine(line));
     this.child.stderr.on('data', (d: Buffer) => {
       this.stderrTail = (this.stderrTail + d.toString()).slice(-2000);
     });
     const fail = (why: string) => {
-      this.exited = why;
-      for (const w of this.pending.splice(0)) w.reject(new Error(`${why}${this.lastError()}`));
+      this.exited ??= why;
+      for (const w of this.pending.values()) w.reject(new Error(`${why}${this.lastError()}`));
+      this.pending.clear();
     };
     this.child.on('error', (e) => fail(`the PyTorch worker could not run (${e.message})`));
     this.child.on('exit', (code, signal) => fail(`the PyTorch worker exited (${signal ?? `code ${code}`})`));
+    this.child.stdin.on('error', (e) => fail(`the PyTorch worker stopped reading (${e.message})`));
     process.once('exit', () => {
       this.child.kill();
       fs.rmSync(this.dir, { recursive: true, force: true });
     });
     this.idle();
+  }
+
+  private onLine(line: string): void {
+    let reply: Reply;
+    try {
+      reply = JSON.parse(line) as Reply;
+    } catch {
+      return; // not a reply (the worker sends only JSON to this pipe)
+    }
+    const waiter = typeof reply.seq === 'number' ? this.pending.get(reply.seq) : undefined;
+    if (!waiter) return;
+    this.pending.delete(reply.seq as number);
+    if (this.pending.size === 0) this.idle();
+    waiter.resolve(reply);
   }
 
   private lastError(): string {
@@ -113,9 +138,10 @@ class Worker {
   request(msg: Record<string, unknown>): Promise<Reply> {
     if (this.exited) return Promise.reject(new Error(`${this.exited}${this.lastError()}`));
     for (const h of this.handles()) h.ref();
+    const seq = this.nextSeq++;
     return new Promise<Reply>((resolve, reject) => {
-      this.pending.push({ resolve, reject });
-      this.child.stdin.write(`${JSON.stringify(msg)}\n`);
+      this.pending.set(seq, { resolve, reject });
+      this.child.stdin.write(`${JSON.stringify({ ...msg, seq })}\n`);
     }).then((r) => {
       if (r.error !== undefined || !r.ok) throw new Error(`PyTorch: ${r.error ?? 'no answer'}`);
       return r;
@@ -131,7 +157,7 @@ function findPython(): { python: string } | { reason: string } {
   for (const py of candidates) {
     const r = spawnSync(py, ['-c', 'import torch, numpy'], { encoding: 'utf8', timeout: 120_000 });
     if (r.status === 0) return { python: py };
-    const why = r.error ? r.error.message : (r.stderr.trim().split('\n').pop() ?? `exit code ${r.status}`);
+    const why = r.error ? r.error.message : r.stderr.trim().split('\n').pop() || `exit code ${r.status}`;
     tried.push(`${py}: ${why}`);
   }
   return {
@@ -144,6 +170,7 @@ function findPython(): { python: string } | { reason: string } {
 /** Where Debian's libopenblas0-openmp puts its libopenblas.so.0 and libblas.so.3. */
 const OPENBLAS_OPENMP_DIR = `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu/openblas-openmp`;
 
+let python: string | undefined;
 let worker: Worker | undefined;
 let nextId = 0;
 
@@ -152,30 +179,34 @@ function arrays(x: Inputs): [string, Float32Array][] {
   return Object.entries(x).filter((e): e is [string, Float32Array] => e[1] instanceof Float32Array);
 }
 
+/**
+ * Inputs go over as files the worker reads once (they are deleted when it has);
+ * the result file is unlinked as soon as both sides hold it open, so nothing is
+ * left on disk whatever happens to either process. A worker that died (say, out
+ * of memory on a big row) is replaced for the next row.
+ */
 async function prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+  if (worker!.exited) worker = new Worker(python!);
   const w = worker!;
   const id = nextId++;
   const files: Record<string, string> = {};
-  for (const [name, data] of arrays(x)) {
-    files[name] = path.join(w.dir, `in-${id}-${name}.f32`);
-    fs.writeFileSync(files[name], new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  }
   const outFile = path.join(w.dir, `out-${id}.f32`);
-  const removeFiles = () => {
-    for (const f of [...Object.values(files), outFile]) fs.rmSync(f, { force: true });
-  };
   const output = new Float32Array(outputLength(p));
   let memory = { rss: 0, maxRss: 0 };
   const noteMemory = (r: Reply) => {
     memory = { rss: r.rss!, maxRss: r.maxrss! };
   };
+  let fd: number;
   try {
+    for (const [name, data] of arrays(x)) {
+      files[name] = path.join(w.dir, `in-${id}-${name}.f32`);
+      fs.writeFileSync(files[name], new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    }
     noteMemory(await w.request({ op: 'prepare', id, problem: p, threads, inputs: files, out: outFile, size: output.length }));
-  } catch (e) {
-    removeFiles();
-    throw e;
+    fd = fs.openSync(outFile, 'r');
+  } finally {
+    for (const f of [...Object.values(files), outFile]) fs.rmSync(f, { force: true });
   }
-  const fd = fs.openSync(outFile, 'r');
   let lastMs = NaN;
   return {
     run: async () => {
@@ -196,9 +227,14 @@ async function prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared
     dispose: async () => {
       fs.closeSync(fd);
       await w.request({ op: 'dispose', id }).catch(() => undefined);
-      removeFiles();
     },
   };
+}
+
+/** For `mhsa-bench --list`: null when a usable Python is found, else why not. */
+export function pytorchMissing(): string | null {
+  const found = findPython();
+  return 'reason' in found ? found.reason : null;
 }
 
 export const pytorchImpl: Impl = {
@@ -208,14 +244,15 @@ export const pytorchImpl: Impl = {
   timed: {
     gemm: 'torch.mm(a, b, out=c), timed in Python (perf_counter)',
     softmax: 'torch.softmax(x, -1)',
-    attention: 'scaled dot-product attention on [B, H, N, d] q, k, v (is_causal for causal); the op is named in the label',
-    block: "seed 004's module as vit-pytorch writes it: LayerNorm → Linear (to_qkv) → chunk, heads → SDPA → merge → Linear (to_out)",
+    attention: 'scaled dot-product attention on [B, H, N, d] q, k, v (is_causal for square causal, else a bottom-right mask); the op is named in the label',
+    block: "seed 004's module: vit-pytorch's Attention at inference with SDPA for its matmul-softmax-matmul: LayerNorm → Linear (to_qkv) → chunk, heads → SDPA → merge → Linear (to_out)",
   },
   async load() {
     const found = findPython();
     if ('reason' in found) return found.reason;
+    python = found.python;
     try {
-      worker = new Worker(found.python);
+      worker = new Worker(python);
       const hello = await worker.request({ op: 'hello' });
       this.label = `PyTorch ${hello.torch} (Python ${hello.python}, BLAS: ${hello.blas}; attention: ${hello.sdpa})`;
       return null;

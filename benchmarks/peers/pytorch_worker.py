@@ -1,7 +1,7 @@
 """PyTorch side of mhsa-bench's `pytorch` peer (benchmarks/peers/pytorch.ts).
 
 Runs in its own Python process and answers one JSON request per line on stdin
-with one JSON line on stdout:
+with one JSON line on stdout, carrying the request's "seq" back:
 
   {"op": "hello"}                      -> {"ok": true, "torch": ..., "python": ..., "blas": ..., "sdpa": ...}
   {"op": "prepare", "id", "problem", "threads", "inputs": {name: path}, "out": path, "size"}
@@ -9,11 +9,13 @@ with one JSON line on stdout:
   {"op": "run", "id"}                  -> {"ok": true, "ms": <the call's time>, "rss", "maxrss"}
   {"op": "dispose", "id"}              -> {"ok": true}
 
-Anything that fails answers {"error": "<one line>"}. Inputs arrive as raw
-little-endian float32 files written by the Node side; each run times one call
-with perf_counter (so the pipe's round trip is not counted), then copies the
-result, untimed, into the memory-mapped file `out` (`size` floats) for Node to
-verify. `rss` and `maxrss` are this process's resident set and its high-water
+Anything that fails answers {"error": "<one line>"}. Only replies go to the
+real stdout: fd 1 is pointed at stderr, so a library's print cannot pass for
+a reply. Inputs arrive as raw float32 files in native byte order, written by
+the Node side (which deletes them once prepared); each run fills the
+memory-mapped file `out` (`size` floats) with NaN, times one call with
+perf_counter (so the pipe's round trip is not counted), then copies the
+result there, untimed, for Node to verify. `rss` and `maxrss` are this process's resident set and its high-water
 mark in bytes, for the benchmark's RSS column.
 """
 import ctypes
@@ -33,11 +35,17 @@ torch.set_num_interop_threads(1)
 
 
 def _openblas():
-    """The OpenBLAS that torch loaded (Debian's build calls BLAS through it) and its path, or (None, None)."""
+    """The OpenBLAS that Debian's torch calls (libblas.so.3 of an openblas-* alternative) and its path, or (None, None).
+
+    Only Debian's alternative directories are looked in: a numpy wheel carries
+    an OpenBLAS of its own (with suffixed symbols) that torch does not use.
+    """
     try:
         with open('/proc/self/maps') as maps:
-            path = next((line.split()[-1] for line in maps if 'libopenblas' in line), None)
-        return (ctypes.CDLL(path), path) if path else (None, None)
+            paths = [line.split()[-1] for line in maps]
+        path = next((p for p in paths if '/openblas-' in p and 'libopenblas' in p), None)
+        lib = ctypes.CDLL(path) if path else None
+        return (lib, path) if lib is not None and hasattr(lib, 'openblas_set_num_threads') else (None, None)
     except OSError:
         return None, None
 
@@ -51,31 +59,40 @@ def set_threads(n):
         OPENBLAS.openblas_set_num_threads(n)
 
 
-# Scaled dot-product attention as a PyTorch user calls it: the public fused op
-# of PyTorch 2.x, its private forerunner in 1.13, else the textbook expression.
+# Scaled dot-product attention as a PyTorch user calls it: the public op of
+# PyTorch 2.x (fused on CPU in later releases), its private forerunner in 1.13
+# (the math path), else the textbook expression. Causal is bottom-right aligned,
+# as the workloads define it; `is_causal` is top-left, so it serves only
+# square problems and the others get an explicit mask (True = attend).
+def causal_mask(nq, nkv):
+    return torch.ones(nq, nkv, dtype=torch.bool).tril(nkv - nq)
+
+
 if hasattr(F, 'scaled_dot_product_attention'):
     SDPA_NAME = 'F.scaled_dot_product_attention'
 
-    def sdpa(q, k, v, causal):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    def sdpa(q, k, v, mask, causal):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
 elif hasattr(F, '_scaled_dot_product_attention'):
     SDPA_NAME = 'F._scaled_dot_product_attention'
 
-    def sdpa(q, k, v, causal):
-        return F._scaled_dot_product_attention(q, k, v, None, 0.0, False, causal)[0]
+    def sdpa(q, k, v, mask, causal):
+        return F._scaled_dot_product_attention(q, k, v, mask, 0.0, False, causal)[0]
 else:
     SDPA_NAME = 'softmax(q @ k^T / sqrt(d)) @ v'
 
-    def sdpa(q, k, v, causal):
+    def sdpa(q, k, v, mask, causal):
         s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         if causal:
-            n, m = s.shape[-2], s.shape[-1]
-            s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(m - n + 1), float('-inf'))
+            mask = causal_mask(s.shape[-2], s.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask, float('-inf'))
         return torch.matmul(torch.softmax(s, -1), v)
 
 
 class SeedAttention(torch.nn.Module):
-    """Seed 004's ViT attention module, written as vit-pytorch writes it."""
+    """Seed 004's ViT attention module: vit-pytorch's Attention at inference
+    (no dropout), with SDPA in place of its explicit matmul, softmax, matmul."""
 
     def __init__(self, dim, heads, dim_head):
         super().__init__()
@@ -89,7 +106,7 @@ class SeedAttention(torch.nn.Module):
         b, n, _ = x.shape
         q, k, v = self.to_qkv(self.norm(x)).chunk(3, dim=-1)
         q, k, v = (t.reshape(b, n, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-        o = sdpa(q, k, v, False)
+        o = sdpa(q, k, v, None, False)
         return self.to_out(o.transpose(1, 2).reshape(b, n, -1))
 
 
@@ -111,8 +128,11 @@ def build(problem, inputs):
         bsz, h, nq, nkv, d = (problem[key] for key in ('B', 'H', 'Nq', 'Nkv', 'd'))
         q = load(inputs['q'], (bsz, h, nq, d))
         k, v = load(inputs['k'], (bsz, h, nkv, d)), load(inputs['v'], (bsz, h, nkv, d))
+        if problem['causal'] and nq != nkv:
+            mask = causal_mask(nq, nkv)
+            return lambda: sdpa(q, k, v, mask, False)
         causal = bool(problem['causal'])
-        return lambda: sdpa(q, k, v, causal)
+        return lambda: sdpa(q, k, v, None, causal)
     if kind == 'block':
         dim, heads, dim_head = problem['dim'], problem['heads'], problem['dimHead']
         inner = heads * dim_head
@@ -146,7 +166,7 @@ def handle(req):
             'torch': torch.__version__,
             'python': platform.python_version(),
             'blas': ('OpenBLAS, ' + ('OpenMP' if 'openmp' in OPENBLAS_PATH else 'pthreads') + ' build')
-            if OPENBLAS is not None else 'its own (MKL or other)',
+            if OPENBLAS is not None else ('MKL' if torch.backends.mkl.is_available() else 'not OpenBLAS or MKL'),
             'sdpa': SDPA_NAME,
         }
     if op == 'prepare':
@@ -154,12 +174,14 @@ def handle(req):
         with torch.inference_mode():
             fn = build(req['problem'], req['inputs'])
         out = np.memmap(req['out'], dtype=np.float32, mode='w+', shape=(req['size'],))
+        out[:] = np.nan  # resident now, so the RSS growth of the runs is PyTorch's alone
         prepared[req['id']] = (fn, out, req['threads'])
         return {'ok': True, **memory()}
     if op == 'run':
         fn, out, threads = prepared[req['id']]
         if torch.get_num_threads() != threads:
             set_threads(threads)
+        out[:] = np.nan
         with torch.inference_mode():
             t0 = time.perf_counter()
             y = fn()
@@ -173,13 +195,19 @@ def handle(req):
 
 
 def main():
+    replies = os.fdopen(os.dup(1), 'w')
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     for line in sys.stdin:
+        seq = None
         try:
-            reply = handle(json.loads(line))
+            req = json.loads(line)
+            seq = req.get('seq')
+            reply = handle(req)
         except Exception as e:  # reported to the Node side, which shows it as the row's error
             reply = {'error': f'{type(e).__name__}: {e}'.splitlines()[0]}
-        sys.stdout.write(json.dumps(reply) + '\n')
-        sys.stdout.flush()
+        replies.write(json.dumps({**reply, 'seq': seq}) + '\n')
+        replies.flush()
 
 
 if __name__ == '__main__':
