@@ -109,7 +109,7 @@ function listText(): string {
     js: [],
   };
   for (const p of PEERS) {
-    if (p.name === 'pytorch') {
+    if (p.name === 'pytorch' || p.name === 'pytorch-mha') {
       const why = pytorchMissing();
       lines.push(`  ${p.name.padEnd(12)} ${'python3 with torch and numpy'.padEnd(46)} ${why === null ? 'available' : `not available: ${why}`}`);
       continue;

@@ -124,6 +124,16 @@ describe('mhsa-bench --peers=pytorch', () => {
   // Without torch the worker cannot start (the skip is tested above).
   const withTorch = TORCH_PYTHON ? test : test.skip;
 
+  withTorch("pytorch-mha runs the ViT block on nn.MultiheadAttention's fast path, verified at its timed size", () => {
+    // The --check sizes have 3 heads, which the fast path refuses, so the full size is timed once.
+    const r = bench(['--workload', 'm_vit1', '--peers=pytorch-mha', '--threads', '1', '--min-time', '0.01', '--repeat', '1', '--json', '-']);
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: expect.any(String) });
+    const report = JSON.parse(r.stdout) as { impls: ImplInfo[]; results: JsonRow[] };
+    expect(report.impls.find((i) => i.impl === 'pytorch-mha')!.label).toMatch(/nn\.MultiheadAttention \(fast path\)/);
+    const row = report.results.find((x) => x.impl === 'pytorch-mha')!;
+    expect({ status: row.status, relErrBelow1e5: row.rel_err! < 1e-5 }).toEqual({ status: 'ok', relErrBelow1e5: true });
+  }, 180_000);
+
   withTorch('the worker answers each request under its seq, an error as one line, and keeps serving', () => {
     const requests = [
       { seq: 4, op: 'run', id: 7 },

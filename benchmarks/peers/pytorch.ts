@@ -185,7 +185,7 @@ function arrays(x: Inputs): [string, Float32Array][] {
  * left on disk whatever happens to either process. A worker that died (say, out
  * of memory on a big row) is replaced for the next row.
  */
-async function prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+async function prepare(p: Problem, x: Inputs, threads: number, variant?: 'mha'): Promise<Prepared> {
   if (worker!.exited) worker = new Worker(python!);
   const w = worker!;
   const id = nextId++;
@@ -202,7 +202,7 @@ async function prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared
       files[name] = path.join(w.dir, `in-${id}-${name}.f32`);
       fs.writeFileSync(files[name], new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     }
-    noteMemory(await w.request({ op: 'prepare', id, problem: p, threads, inputs: files, out: outFile, size: output.length }));
+    noteMemory(await w.request({ op: 'prepare', id, problem: p, threads, inputs: files, out: outFile, size: output.length, variant }));
     fd = fs.openSync(outFile, 'r');
   } finally {
     for (const f of [...Object.values(files), outFile]) fs.rmSync(f, { force: true });
@@ -237,6 +237,23 @@ export function pytorchMissing(): string | null {
   return 'reason' in found ? found.reason : null;
 }
 
+/** Finds Python and starts the worker once for both PyTorch peers; null when ready, else why not. */
+let loaded: Promise<{ reason: string } | { hello: Reply }> | undefined;
+function loadWorker(): Promise<{ reason: string } | { hello: Reply }> {
+  loaded ??= (async () => {
+    const found = findPython();
+    if ('reason' in found) return found;
+    python = found.python;
+    try {
+      worker = new Worker(python);
+      return { hello: await worker.request({ op: 'hello' }) };
+    } catch (e) {
+      return { reason: e instanceof Error ? e.message : String(e) };
+    }
+  })();
+  return loaded;
+}
+
 export const pytorchImpl: Impl = {
   name: 'pytorch',
   label: 'PyTorch',
@@ -248,20 +265,41 @@ export const pytorchImpl: Impl = {
     block: "seed 004's module: vit-pytorch's Attention at inference with SDPA for its matmul-softmax-matmul: LayerNorm → Linear (to_qkv) → chunk, heads → SDPA → merge → Linear (to_out)",
   },
   async load() {
-    const found = findPython();
-    if ('reason' in found) return found.reason;
-    python = found.python;
-    try {
-      worker = new Worker(python);
-      const hello = await worker.request({ op: 'hello' });
-      this.label = `PyTorch ${hello.torch} (Python ${hello.python}, BLAS: ${hello.blas}; attention: ${hello.sdpa})`;
-      return null;
-    } catch (e) {
-      return e instanceof Error ? e.message : String(e);
-    }
+    const r = await loadWorker();
+    if ('reason' in r) return r.reason;
+    this.label = `PyTorch ${r.hello.torch} (Python ${r.hello.python}, BLAS: ${r.hello.blas}; attention: ${r.hello.sdpa})`;
+    return null;
   },
   supports() {
     return null;
   },
-  prepare,
+  prepare: (p, x, threads) => prepare(p, x, threads),
+};
+
+/**
+ * The block through `nn.MultiheadAttention` after `nn.LayerNorm`: its inference
+ * fast path (`torch._native_multi_head_attention`, checked at prepare) is
+ * PyTorch's own fused attention layer, where the seed-004 module above is
+ * what vit-pytorch users run.
+ */
+export const pytorchMhaImpl: Impl = {
+  name: 'pytorch-mha',
+  label: 'PyTorch nn.MultiheadAttention',
+  maxThreads: 1024,
+  timed: {
+    block: 'nn.LayerNorm → nn.MultiheadAttention(dim, heads, batch_first=True)(h, h, h, need_weights=False) on its fast path (in_proj_bias zero)',
+  },
+  async load() {
+    const r = await loadWorker();
+    if ('reason' in r) return r.reason;
+    this.label = `PyTorch ${r.hello.torch} nn.MultiheadAttention (fast path)`;
+    return null;
+  },
+  supports(p: Problem) {
+    if (p.kind !== 'block') return 'pytorch-mha runs the block workloads only';
+    if (p.heads * p.dimHead !== p.dim) return 'nn.MultiheadAttention needs heads × dimHead = dim';
+    // PyTorch 1.13's fast path also refuses an odd head count (the --check sizes have 3).
+    return p.heads % 2 === 0 ? null : 'nn.MultiheadAttention takes its fast path only with an even head count';
+  },
+  prepare: (p, x, threads) => prepare(p, x, threads, 'mha'),
 };

@@ -4,7 +4,7 @@ Runs in its own Python process and answers one JSON request per line on stdin
 with one JSON line on stdout, carrying the request's "seq" back:
 
   {"op": "hello"}                      -> {"ok": true, "torch": ..., "python": ..., "blas": ..., "sdpa": ...}
-  {"op": "prepare", "id", "problem", "threads", "inputs": {name: path}, "out": path, "size"}
+  {"op": "prepare", "id", "problem", "threads", "inputs": {name: path}, "out": path, "size", "variant"?}
                                        -> {"ok": true, "rss", "maxrss"}
   {"op": "run", "id"}                  -> {"ok": true, "ms": <the call's time>, "rss", "maxrss"}
   {"op": "dispose", "id"}              -> {"ok": true}
@@ -110,6 +110,58 @@ class SeedAttention(torch.nn.Module):
         return self.to_out(o.transpose(1, 2).reshape(b, n, -1))
 
 
+class LayerNormMha(torch.nn.Module):
+    """The same block through nn.MultiheadAttention (after the LayerNorm), whose
+    inference fast path (torch._native_multi_head_attention, PyTorch 1.12 on)
+    runs the in-projection, attention and out-projection as one native op.
+    It needs inner = dim, a bias on the in-projection (zeros here: the block
+    has none) and the same tensor as query, key and value."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(dim)
+        self.mha = torch.nn.MultiheadAttention(dim, heads, bias=True, batch_first=True)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return self.mha(h, h, h, need_weights=False)[0]
+
+
+def fast_path_taken(module, x):
+    """Whether a call of the module reaches torch._native_multi_head_attention."""
+    native = torch._native_multi_head_attention
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return native(*args, **kwargs)
+
+    torch._native_multi_head_attention = counted
+    try:
+        module(x)
+    finally:
+        torch._native_multi_head_attention = native
+    return bool(calls)
+
+
+def block_mha(problem, inputs):
+    dim, heads, dim_head = problem['dim'], problem['heads'], problem['dimHead']
+    if heads * dim_head != dim:
+        raise ValueError(f'nn.MultiheadAttention needs heads * dimHead = dim, got {heads} * {dim_head} != {dim}')
+    module = LayerNormMha(dim, heads).eval()
+    with torch.no_grad():
+        module.norm.weight.copy_(load(inputs['gamma'], (dim,)))
+        module.norm.bias.copy_(load(inputs['beta'], (dim,)))
+        module.mha.in_proj_weight.copy_(load(inputs['wqkv'], (3 * dim, dim)))
+        module.mha.in_proj_bias.zero_()
+        module.mha.out_proj.weight.copy_(load(inputs['wo'], (dim, dim)))
+        module.mha.out_proj.bias.copy_(load(inputs['bo'], (dim,)))
+    x = load(inputs['x'], (problem['B'], problem['N'], dim))
+    if not fast_path_taken(module, x):
+        raise ValueError('nn.MultiheadAttention did not take its fast path')
+    return lambda: module(x)
+
+
 def load(path, shape):
     return torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(shape))
 
@@ -171,8 +223,14 @@ def handle(req):
         }
     if op == 'prepare':
         set_threads(req['threads'])
+        variant = req.get('variant')
         with torch.inference_mode():
-            fn = build(req['problem'], req['inputs'])
+            if variant == 'mha' and req['problem']['kind'] == 'block':
+                fn = block_mha(req['problem'], req['inputs'])
+            elif variant is None:
+                fn = build(req['problem'], req['inputs'])
+            else:
+                raise ValueError(f'no variant {variant!r} for a {req["problem"]["kind"]} problem')
         out = np.memmap(req['out'], dtype=np.float32, mode='w+', shape=(req['size'],))
         out[:] = np.nan  # resident now, so the RSS growth of the runs is PyTorch's alone
         prepared[req['id']] = (fn, out, req['threads'])
