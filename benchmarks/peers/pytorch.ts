@@ -237,7 +237,7 @@ export function pytorchMissing(): string | null {
   return 'reason' in found ? found.reason : null;
 }
 
-/** Finds Python and starts the worker once for both PyTorch peers; null when ready, else why not. */
+/** Finds Python and starts the worker, once for both PyTorch peers: its hello reply, or why not. */
 let loaded: Promise<{ reason: string } | { hello: Reply }> | undefined;
 function loadWorker(): Promise<{ reason: string } | { hello: Reply }> {
   loaded ??= (async () => {

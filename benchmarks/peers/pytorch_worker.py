@@ -157,7 +157,8 @@ def block_mha(problem, inputs):
         module.mha.out_proj.weight.copy_(load(inputs['wo'], (dim, dim)))
         module.mha.out_proj.bias.copy_(load(inputs['bo'], (dim,)))
     x = load(inputs['x'], (problem['B'], problem['N'], dim))
-    if not fast_path_taken(module, x):
+    # Checked on one token, so the check's memory peak stays below the RSS baseline's.
+    if not fast_path_taken(module, x[:, :1].contiguous()):
         raise ValueError('nn.MultiheadAttention did not take its fast path')
     return lambda: module(x)
 
