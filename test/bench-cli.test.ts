@@ -6,6 +6,8 @@
  * Runs the real command (benchmarks/bin/mhsa-bench.js) in child processes.
  */
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs, UsageError } from '../benchmarks/args';
 import { makeInputs } from '../benchmarks/data';
@@ -119,6 +121,28 @@ describe('mhsa-bench --peers=pytorch', () => {
       expect.objectContaining({ available: false, note: expect.stringMatching(/\/nonexistent\/python3: .*ENOENT.*MHSA_BENCH_PYTHON/) }),
     );
     expect(report.results.map((x) => `${x.impl}:${x.status}`)).toEqual(['mhsa:ok']);
+  }, 180_000);
+
+  test('a worker that does not answer is killed after MHSA_BENCH_PYTORCH_TIMEOUT seconds, and the peer becomes a note', () => {
+    // A stand-in "python" that passes the import probe, then never answers.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-fake-python-'));
+    const fake = path.join(dir, 'python3');
+    fs.writeFileSync(fake, '#!/bin/sh\n[ "$1" = "-c" ] && exit 0\nexec sleep 600\n', { mode: 0o755 });
+    try {
+      const started = Date.now();
+      const r = bench(['--check', '--workload', 'g_sq64', '--threads', '1', '--peers=pytorch', '--json', '-'], {
+        MHSA_BENCH_PYTHON: fake,
+        MHSA_BENCH_PYTORCH_TIMEOUT: '1',
+      });
+      expect(r.status).toBe(0);
+      expect(Date.now() - started).toBeLessThan(60_000);
+      const report = JSON.parse(r.stdout) as { impls: ImplInfo[]; results: JsonRow[] };
+      expect(report.impls.find((i) => i.impl === 'pytorch')).toEqual(
+        expect.objectContaining({ available: false, note: expect.stringMatching(/did not answer hello within 1 s/) }),
+      );
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }, 180_000);
 
   // Without torch the worker cannot start (the skip is tested above).

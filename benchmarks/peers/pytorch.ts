@@ -47,6 +47,16 @@ interface Reply {
   sdpa?: string;
 }
 
+/**
+ * How long one request may take: `MHSA_BENCH_PYTORCH_TIMEOUT` seconds, else
+ * 600 (PyTorch 1.13 took 1.7 s a call on the largest workload, a_4096 on one
+ * thread, and the loading of its inputs is a few seconds).
+ */
+function requestTimeoutMs(): number {
+  const s = Number(process.env.MHSA_BENCH_PYTORCH_TIMEOUT);
+  return (Number.isFinite(s) && s > 0 ? s : 600) * 1000;
+}
+
 /** Bytes free in /dev/shm below which the worker's files go to the temporary directory (s_4096 needs ~130 MB). */
 const SHM_MIN_FREE = 1024 * 2 ** 20;
 
@@ -91,19 +101,21 @@ class Worker {
     this.child.stderr.on('data', (d: Buffer) => {
       this.stderrTail = (this.stderrTail + d.toString()).slice(-2000);
     });
-    const fail = (why: string) => {
-      this.exited ??= why;
-      for (const w of this.pending.values()) w.reject(new Error(`${why}${this.lastError()}`));
-      this.pending.clear();
-    };
-    this.child.on('error', (e) => fail(`the PyTorch worker could not run (${e.message})`));
-    this.child.on('exit', (code, signal) => fail(`the PyTorch worker exited (${signal ?? `code ${code}`})`));
-    this.child.stdin.on('error', (e) => fail(`the PyTorch worker stopped reading (${e.message})`));
+    this.child.on('error', (e) => this.fail(`the PyTorch worker could not run (${e.message})`));
+    this.child.on('exit', (code, signal) => this.fail(`the PyTorch worker exited (${signal ?? `code ${code}`})`));
+    this.child.stdin.on('error', (e) => this.fail(`the PyTorch worker stopped reading (${e.message})`));
     process.once('exit', () => {
       this.child.kill();
       fs.rmSync(this.dir, { recursive: true, force: true });
     });
     this.idle();
+  }
+
+  /** Marks the worker unusable (the first reason stays) and rejects every pending request. */
+  private fail(why: string): void {
+    this.exited ??= why;
+    for (const w of this.pending.values()) w.reject(new Error(`${why}${this.lastError()}`));
+    this.pending.clear();
   }
 
   private onLine(line: string): void {
@@ -134,18 +146,30 @@ class Worker {
     for (const h of this.handles()) h.unref();
   }
 
-  /** Sends one request; resolves with the reply, rejects with the worker's error line. */
+  /**
+   * Sends one request; resolves with the reply, rejects with the worker's error
+   * line. A worker that does not answer within {@link requestTimeoutMs} is
+   * killed (its rows then fail, and the next row starts a new one).
+   */
   request(msg: Record<string, unknown>): Promise<Reply> {
     if (this.exited) return Promise.reject(new Error(`${this.exited}${this.lastError()}`));
     for (const h of this.handles()) h.ref();
     const seq = this.nextSeq++;
+    const limit = requestTimeoutMs();
+    let timer: NodeJS.Timeout | undefined;
     return new Promise<Reply>((resolve, reject) => {
       this.pending.set(seq, { resolve, reject });
+      timer = setTimeout(() => {
+        this.fail(`the PyTorch worker did not answer ${String(msg.op)} within ${limit / 1000} s`);
+        this.child.kill('SIGKILL');
+      }, limit);
       this.child.stdin.write(`${JSON.stringify({ ...msg, seq })}\n`);
-    }).then((r) => {
-      if (r.error !== undefined || !r.ok) throw new Error(`PyTorch: ${r.error ?? 'no answer'}`);
-      return r;
-    });
+    })
+      .finally(() => clearTimeout(timer))
+      .then((r) => {
+        if (r.error !== undefined || !r.ok) throw new Error(`PyTorch: ${r.error ?? 'no answer'}`);
+        return r;
+      });
   }
 }
 
