@@ -183,7 +183,6 @@ describe('mhsa-bench --peers=pytorch', () => {
     expect(await pytorchImpl.load()).toBeNull();
     const prepared = await pytorchImpl.prepare(problem, inputs, 1);
     try {
-      prepared.beforeRun!();
       const y = await prepared.run();
       expect(relativeError(y, buildReference(problem, inputs, true), outputLength(problem))).toBeLessThan(1e-5);
       // The top-left mask (is_causal) would hide keys 1..6 from the first query: a different result.

@@ -173,8 +173,14 @@ class Worker {
   }
 }
 
-/** The interpreter to use, or why there is none. */
+/** The interpreter to use, or why there is none; probed once per process (importing torch takes a second or two). */
+let probed: { python: string } | { reason: string } | undefined;
 function findPython(): { python: string } | { reason: string } {
+  probed ??= probePython();
+  return probed;
+}
+
+function probePython(): { python: string } | { reason: string } {
   const forced = process.env.MHSA_BENCH_PYTHON;
   const candidates = forced ? [forced] : ['python3', '/usr/bin/python3'];
   const tried: string[] = [];
@@ -245,9 +251,9 @@ async function prepare(p: Problem, x: Inputs, threads: number, variant?: 'mha'):
       }
       return output;
     },
+    // No beforeRun: the worker poisons the result file with NaN before each call, and run() overwrites all of output.
     lastCallMs: () => lastMs,
     memory: () => memory,
-    beforeRun: () => output.fill(NaN),
     dispose: async () => {
       fs.closeSync(fd);
       await w.request({ op: 'dispose', id }).catch(() => undefined);
