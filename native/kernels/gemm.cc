@@ -63,6 +63,30 @@ void interleave4(const float* src, int64_t lineStride, int64_t kc, float* dst, i
   }
 }
 
+// interleave4 for 2 lines (dst[k * ld + l] = line_l[k], l < 2): the last two
+// rows of a 6-row AVX2 sliver, which went element by element.
+void interleave2(const float* src, int64_t lineStride, int64_t kc, float* dst, int64_t ld) {
+  const float* l0 = src;
+  const float* l1 = l0 + lineStride;
+  int64_t k = 0;
+#if defined(__SSE2__)
+  for (; k + 4 <= kc; k += 4) {
+    const __m128 x0 = _mm_loadu_ps(l0 + k), x1 = _mm_loadu_ps(l1 + k);
+    const __m128i lo = _mm_castps_si128(_mm_unpacklo_ps(x0, x1));  // l0[k], l1[k], l0[k+1], l1[k+1]
+    const __m128i hi = _mm_castps_si128(_mm_unpackhi_ps(x0, x1));
+    float* dk = dst + k * ld;
+    _mm_storeu_si64(dk, lo);
+    _mm_storeu_si64(dk + ld, _mm_unpackhi_epi64(lo, lo));
+    _mm_storeu_si64(dk + 2 * ld, hi);
+    _mm_storeu_si64(dk + 3 * ld, _mm_unpackhi_epi64(hi, hi));
+  }
+#endif
+  for (; k < kc; ++k) {
+    dst[k * ld] = l0[k];
+    dst[k * ld + 1] = l1[k];
+  }
+}
+
 // packB for a row-major B, row by row: each row's nc floats are one
 // contiguous read, dealt out to the slivers. Sliver by sliver instead, every
 // 32-float piece would start a new stream rows apart (9 KiB for a 768 x 2304
@@ -112,7 +136,12 @@ void packANormalized(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t kc,
         interleave4(rows, kc, kc, d + done, mr);
         continue;
       }
-      for (int64_t r = 0; r < n; ++r)
+      int64_t r = 0;
+      if (n >= 2) {
+        interleave2(rows, kc, kc, d + done, mr);
+        r = 2;
+      }
+      for (; r < n; ++r)
         for (int64_t k = 0; k < kc; ++k) d[k * mr + done + r] = rows[r * kc + k];
     }
     for (int64_t i = count; i < mr; ++i)
@@ -147,8 +176,13 @@ void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t k
       continue;
     }
     int64_t done = 0;
-    if (a.colStride == 1)  // row-major A: a transpose, 4 rows at a time
+    if (a.colStride == 1) {  // row-major A: a transpose, 4 rows at a time (then 2)
       for (; done + 4 <= rows; done += 4) interleave4(src + done * a.rowStride, a.rowStride, kc, d + done, mr);
+      if (done + 2 <= rows) {
+        interleave2(src + done * a.rowStride, a.rowStride, kc, d + done, mr);
+        done += 2;
+      }
+    }
     for (int64_t i = done; i < rows; ++i) {
       const float* row = src + i * a.rowStride;
       for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = row[k * a.colStride];
