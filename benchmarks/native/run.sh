@@ -4,6 +4,8 @@
 # Usage: benchmarks/native/run.sh [min-seconds-per-shape]   (env SHAPES=g_sq1024,g_qkv197 to filter)
 # BENCH=block: the ViT block's stages and attention's layouts instead
 # (block_bench.cc; its argument is the seconds per group of variants).
+# BENCH=tile: attention's scores tile against the GEMM tile, one thread, in L1
+# (tile_bench.cc; its arguments are the depth and the tile's rows).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$root/build-bench"
@@ -14,7 +16,7 @@ avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
 avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
 flags="-O3 -std=c++17 -DMHSA_HAVE_X86_KERNELS -pthread"
 objs=()
-for f in $core benchmarks/native/gemm_bench.cc benchmarks/native/block_bench.cc; do
+for f in $core benchmarks/native/gemm_bench.cc benchmarks/native/block_bench.cc benchmarks/native/tile_bench.cc; do
   o="$out/$(basename "$f" .cc).o"; g++ $flags -c "$f" -o "$o" & objs+=("$o")
 done
 for f in $avx2; do o="$out/$(basename "$f" .cc).o"; g++ $flags -mavx2 -mfma -c "$f" -o "$o" & objs+=("$o"); done
@@ -34,6 +36,10 @@ for o in "${objs[@]}"; do case "$o" in *_bench.o) ;; *) common+=("$o") ;; esac; 
 if [ "${BENCH:-gemm}" = block ]; then
   g++ -pthread "${common[@]}" "$out/block_bench.o" -o "$out/block_bench"
   exec "$out/block_bench" "${1:-5}"
+fi
+if [ "${BENCH:-gemm}" = tile ]; then
+  g++ -pthread "${common[@]}" "$out/tile_bench.o" -o "$out/tile_bench"
+  exec "$out/tile_bench" "$@"
 fi
 g++ -pthread "${common[@]}" "$out/gemm_bench.o" $libs -o "$out/gemm_bench"
 "$out/gemm_bench" "${1:-0.5}"
