@@ -4,7 +4,9 @@
  * at most MAX_IN_FLIGHT jobs handed to native code, so the dispatcher always
  * has the next job ready, and holds the rest here. A job's buffers are checked
  * again when it leaves the queue: one detached while waiting rejects instead
- * of running.
+ * of running. One detached after that (queued in the addon, or computing)
+ * cannot free the memory under the native code, which holds it until the job
+ * ends; the call then rejects, naming the buffer.
  */
 import { isDetached, isResizable } from './tensor';
 import type { NativeCallback } from './native';
@@ -60,7 +62,12 @@ function pump(): void {
       if (settled) return;
       settled = true;
       inFlight--;
+      // The addon kept the memory of every buffer allocated until now (async_job.cc), so a buffer
+      // transferred away mid-call cost nothing but the call's result, which is not defined.
+      const lost = firstWhere(job.buffers, isDetached);
       if (error) job.reject(renameError(error, job.fn));
+      else if (lost !== undefined)
+        job.reject(new TypeError(`${job.fn}: ${lost} was detached while the call ran; its result is not defined`));
       else job.resolve();
       pump();
     };

@@ -2,8 +2,11 @@
  * The async forms: bit-identical to the sync ones, safe under many concurrent
  * calls, off the JS thread (timers run meanwhile), keeping their buffers alive
  * without JS references, rejecting a job whose buffer was detached while it
- * waited in the queue, and leaving the queue empty when everything settles.
+ * waited in the queue or ran (without touching freed memory), and leaving the
+ * queue empty when everything settles.
  */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import {
@@ -347,6 +350,61 @@ test('an out buffer detached while queued rejects; the other queued ops still re
       expectSameBits(ops[i].out.data, ops[i].expected);
     }
   });
+});
+
+// ---------------------------------------------------------------- detached while running
+
+/**
+ * The child: a call whose out is transferred away while it computes, then one queued in the addon
+ * behind another; each time the transferred copy is collected and same-sized arrays are allocated.
+ * Before the addon held the buffers' memory, the call wrote into freed memory (a segfault, or
+ * another array's elements), so this runs in a process of its own.
+ */
+const DETACH_CHILD = String.raw`
+const m = require(process.argv[1]);
+const n = 8 * 2048 * 64; // 4 MiB: glibc maps and unmaps a buffer this large on its own
+const rnd = (len) => { const a = new Float32Array(len); for (let i = 0; i < len; i++) a[i] = Math.random() - 0.5; return a; };
+const shape = [1, 8, 2048, 64];
+const q = { data: rnd(n), shape };
+async function scenario(label, startOthers) {
+  const out = { data: new Float32Array(n), shape };
+  const others = startOthers();
+  const p = m.attentionAsync(q, q, q, { out });
+  await new Promise((r) => setTimeout(r, 5));
+  const before = m.info();
+  structuredClone(out.data.buffer, { transfer: [out.data.buffer] });
+  gc(); gc();
+  const victims = Array.from({ length: 4 }, () => new Float32Array(n).fill(-7));
+  const outcome = await p.then(() => 'resolved', (e) => e.constructor.name + ': ' + e.message);
+  await Promise.all(others);
+  let overwritten = 0;
+  for (const v of victims) for (let i = 0; i < n; i++) if (v[i] !== -7) overwritten++;
+  return { label, inFlight: before.inFlight, outcome, overwritten };
+}
+(async () => {
+  const results = [
+    await scenario('computing', () => []),
+    await scenario('queued in the addon', () => [m.attentionAsync(q, q, q)]),
+  ];
+  console.log(JSON.stringify(results));
+})();
+`;
+
+test('a buffer transferred away while its call runs: the call rejects naming it, and no freed memory is touched', () => {
+  const r = spawnSync(process.execPath, ['--expose-gc', '-e', DETACH_CHILD, path.resolve(__dirname, '..')], {
+    encoding: 'utf8',
+    timeout: 120000,
+  });
+  expect({ status: r.status, signal: r.signal, stderr: r.stderr }).toEqual({ status: 0, signal: null, stderr: '' });
+  const results = JSON.parse(r.stdout.trim()) as { label: string; inFlight: number; outcome: string; overwritten: number }[];
+  expect(results.map((x) => [x.label, x.inFlight])).toEqual([
+    ['computing', 1],
+    ['queued in the addon', 2],
+  ]);
+  for (const x of results) {
+    expect(x.outcome).toBe('TypeError: attentionAsync: options.out was detached while the call ran; its result is not defined');
+    expect(x.overwritten).toBe(0);
+  }
 });
 
 // ---------------------------------------------------------------- queue accounting

@@ -1,8 +1,18 @@
 #include "async_job.h"
 
+// Node's full headers have V8's; a build against node-api-headers alone does
+// not (CMakeLists.txt looks for them), and then jobs cannot hold their
+// buffers' memory (pinBackingStore).
+#if __has_include(<v8.h>)
+#include <v8.h>
+#define MHSA_PIN_BACKING_STORES 1
+#endif
+
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -23,6 +33,10 @@ struct Job {
   const char* fn = "";
   WorkFn work;
   std::vector<napi_ref> refs;
+#ifdef MHSA_PIN_BACKING_STORES
+  // The memory under each buffer (see pinBackingStore), released with the job on the JS thread.
+  std::vector<std::shared_ptr<v8::BackingStore>> pinned;
+#endif
   napi_ref callback = nullptr;
   EnvState* state = nullptr;
   ErrorKind error = ErrorKind::None;
@@ -143,6 +157,34 @@ void cleanupEnv(void* arg) {
   dispatcher().cancelAndDrain(static_cast<EnvState*>(arg));
 }
 
+// A reference keeps a typed array's JS object alive, not its memory: JS can
+// detach the ArrayBuffer while the job is queued or computing
+// (structuredClone(buf, { transfer: [buf] }), postMessage), and once the
+// object it was transferred to is collected the memory is freed under the
+// native code (a use-after-free, seen as a segfault). Node-API has no way to
+// hold the memory itself, so this takes V8's: the buffer's BackingStore, whose
+// shared owner keeps the bytes allocated until the job is released, wherever
+// the buffer was transferred and whether or not it still lives. The JS queue
+// then rejects the call, naming the detached buffer (lib/queue.ts).
+// napi_value is a v8::Local<v8::Value> under another name (Node's own
+// v8impl::V8LocalValueFromJsValue converts it the same way).
+#ifdef MHSA_PIN_BACKING_STORES
+std::shared_ptr<v8::BackingStore> pinBackingStore(napi_value value) {
+  static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
+  v8::Local<v8::Value> local;
+  std::memcpy(static_cast<void*>(&local), &value, sizeof(value));
+  if (local.IsEmpty()) return nullptr;
+  v8::Local<v8::ArrayBuffer> buffer;
+  if (local->IsArrayBufferView())
+    buffer = local.As<v8::ArrayBufferView>()->Buffer();
+  else if (local->IsArrayBuffer())
+    buffer = local.As<v8::ArrayBuffer>();
+  // A SharedArrayBuffer cannot be detached; other values own no memory.
+  if (buffer.IsEmpty() || buffer->IsSharedArrayBuffer()) return nullptr;
+  return buffer->GetBackingStore();
+}
+#endif
+
 }  // namespace
 
 void initAsync(Napi::Env env) {
@@ -180,6 +222,9 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
     napi_ref r;
     napi_create_reference(env, v, 1, &r);
     job->refs.push_back(r);
+#ifdef MHSA_PIN_BACKING_STORES
+    if (std::shared_ptr<v8::BackingStore> store = pinBackingStore(v)) job->pinned.push_back(std::move(store));
+#endif
   }
   napi_create_reference(env, callback, 1, &job->callback);
   if (state->pending++ == 0) napi_ref_threadsafe_function(env, state->tsfn);
