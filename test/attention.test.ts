@@ -638,3 +638,43 @@ describe('attention result types follow returnWeights', () => {
     expect(plain.shape).toEqual(none.shape);
   });
 });
+
+describe(`attention propagates NaN (seed ${SEED})`, () => {
+  // A NaN in a query makes every score of its row NaN. The decode path (seqQ <= 4) took the row's
+  // max with a kernel that passes over NaN, found -Infinity and gave the row the zeros of a fully
+  // masked one: a diverged model looked like a masked row. Every path now gives NaN there (as
+  // PyTorch does) and leaves the other rows as they were.
+  const cases = [
+    { Sq: 1, Skv: 1 },
+    { Sq: 3, Skv: 5 },
+    { Sq: 4, Skv: 17 },
+    { Sq: 1, Skv: 4096 }, // decode with each row's keys split across threads and merged
+    { Sq: 17, Skv: 63 },
+    { Sq: 197, Skv: 197 },
+  ];
+  test.each(cases)('a NaN in query row 1 of head 0: seqQ $Sq, seqKV $Skv', ({ Sq, Skv }) => {
+    const rng = rngFor(SEED, `nan ${Sq} ${Skv}`);
+    const [H, D] = [2, 16];
+    const q = randomFloat32(rng, H * Sq * D);
+    const k = randomFloat32(rng, H * Skv * D);
+    const v = randomFloat32(rng, H * Skv * D);
+    const nanRow = Math.min(1, Sq - 1);
+    q[nanRow * D + 3] = NaN;
+    const ref = refAttention(q, [1, H, Sq, D], k, [1, H, Skv, D], v, [1, H, Skv, D], {});
+    const r = attention({ data: q, shape: [1, H, Sq, D] }, { data: k, shape: [1, H, Skv, D] },
+      { data: v, shape: [1, H, Skv, D] }, { returnWeights: true });
+    for (let h = 0; h < H; h++) {
+      for (let i = 0; i < Sq; i++) {
+        const o = r.output.data.subarray((h * Sq + i) * D, (h * Sq + i + 1) * D);
+        const w = r.weights.data.subarray((h * Sq + i) * Skv, (h * Sq + i + 1) * Skv);
+        const ctx = `seed ${SEED} head ${h} row ${i}`;
+        if (h === 0 && i === nanRow) {
+          expect({ ctx, nanOut: o.every(Number.isNaN), nanWeights: w.every(Number.isNaN) }).toEqual({ ctx, nanOut: true, nanWeights: true });
+        } else {
+          const ro = ref.output.data.subarray((h * Sq + i) * D, (h * Sq + i + 1) * D);
+          expectClose(o, ro, TOL, { seed: SEED, label: ctx });
+        }
+      }
+    }
+  });
+});
