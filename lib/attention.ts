@@ -1,3 +1,4 @@
+import { types } from 'node:util';
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
@@ -100,11 +101,11 @@ function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: number, he
 
 function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?: number[] } | undefined {
   if (value === undefined) return undefined;
-  if (value instanceof Uint8Array) {
+  if (types.isUint8Array(value)) {
     if (isDetached(value)) throw new TypeError(`${fn}: options.keyPaddingMask is backed by a detached ArrayBuffer`);
     return { data: value };
   }
-  if (typeof value === 'object' && value !== null && (value as { data?: unknown }).data instanceof Uint8Array) {
+  if (typeof value === 'object' && value !== null && types.isUint8Array((value as { data?: unknown }).data)) {
     const v = value as { data: Uint8Array; shape?: unknown };
     if (isDetached(v.data)) throw new TypeError(`${fn}: options.keyPaddingMask.data is backed by a detached ArrayBuffer`);
     const shape = checkShape(fn, 'options.keyPaddingMask.shape', v.shape);

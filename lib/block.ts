@@ -3,6 +3,7 @@
  * composed from the native ops: optional pre-LayerNorm → QKV projection →
  * attention over heads → output projection. No math on tensor data runs in JS.
  */
+import { types } from 'node:util';
 import { attentionOnFusedQkv, type AttentionOptions, type AttentionWithWeights } from './attention';
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
@@ -382,7 +383,7 @@ export class MultiHeadSelfAttention {
     }
     const eps = checkEps(fn, 'options.eps', opts.eps);
 
-    const sd: Record<string, unknown> = stateDict instanceof Map ? Object.fromEntries(stateDict) : (stateDict as Record<string, unknown>);
+    const sd: Record<string, unknown> = types.isMap(stateDict) ? Object.fromEntries(stateDict) : (stateDict as Record<string, unknown>);
     const raw = (name: string): unknown =>
       Object.prototype.hasOwnProperty.call(sd, prefix + name) ? sd[prefix + name] : undefined;
     const has = (name: string): boolean => raw(name) !== undefined;
@@ -684,9 +685,9 @@ export class MultiHeadSelfAttention {
     const kpm = opts.keyPaddingMask as unknown;
     if (kpm !== undefined) {
       let shape: number[] | undefined;
-      if (kpm instanceof Uint8Array) {
+      if (types.isUint8Array(kpm)) {
         pad = kpm;
-      } else if (typeof kpm === 'object' && kpm !== null && (kpm as { data?: unknown }).data instanceof Uint8Array) {
+      } else if (typeof kpm === 'object' && kpm !== null && types.isUint8Array((kpm as { data?: unknown }).data)) {
         pad = (kpm as { data: Uint8Array }).data;
         shape = checkShape(fn, 'options.keyPaddingMask.shape', (kpm as { shape?: unknown }).shape);
       } else {

@@ -3,6 +3,7 @@
  * `fn: expected X for arg but received Y` for a wrong kind of value (TypeError)
  * and `fn: arg ... must ..., received ...` for a wrong value (RangeError).
  */
+import { types } from 'node:util';
 
 /** A short description of a value for error messages: its type, and its size or value. */
 export function describe(value: unknown): string {
@@ -19,7 +20,7 @@ export function describe(value: unknown): string {
     return 'length' in value ? `${name}(${(value as unknown as { length: number }).length})` : name;
   }
   if (Array.isArray(value)) return `an Array(${value.length})`;
-  if (value instanceof ArrayBuffer) return `ArrayBuffer(${value.byteLength})`;
+  if (types.isArrayBuffer(value)) return `ArrayBuffer(${value.byteLength})`;
   const name = (value as object).constructor?.name;
   return name && name !== 'Object' ? `a ${name}` : 'an object';
 }

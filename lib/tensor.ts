@@ -1,3 +1,4 @@
+import { types } from 'node:util';
 import { describe, formatShape, rangeError, typeError } from './errors';
 import { allocateResultFloats } from './memory';
 
@@ -39,7 +40,7 @@ export function isDetached(view: ArrayBufferView): boolean {
   if (view.byteLength !== 0) return false;
   const buffer = view.buffer;
   if (buffer.byteLength !== 0) return false;
-  if (typeof SharedArrayBuffer !== 'undefined' && buffer instanceof SharedArrayBuffer) return false;
+  if (types.isSharedArrayBuffer(buffer)) return false;
   try {
     new Uint8Array(buffer as ArrayBuffer);
     return false;
@@ -88,15 +89,18 @@ export function checkShape(fn: string, arg: string, shape: unknown): number[] {
   throw rangeError(fn, `${arg}[${i}] must be a non-negative safe integer, received ${d}`);
 }
 
-/** A Float32Array whose buffer is still attached. */
+/**
+ * A Float32Array whose buffer is still attached. `types.isFloat32Array`, not `instanceof`: an array
+ * made in another realm (a vm context, a jest environment) has another realm's constructor.
+ */
 function isLiveFloat32Array(data: unknown): data is Float32Array {
-  return data instanceof Float32Array && !isDetached(data);
+  return types.isFloat32Array(data) && !isDetached(data);
 }
 
 /** Checks a Float32Array argument: right type, not detached. */
 export function checkFloat32Array(fn: string, arg: string, data: unknown): Float32Array {
   if (isLiveFloat32Array(data)) return data;
-  if (!(data instanceof Float32Array)) throw typeError(fn, arg, 'a Float32Array', data);
+  if (!types.isFloat32Array(data)) throw typeError(fn, arg, 'a Float32Array', data);
   throw new TypeError(`${fn}: ${arg} is backed by a detached ArrayBuffer`);
 }
 
@@ -141,9 +145,9 @@ export function checkTensor(fn: string, arg: string, value: unknown): CheckedTen
 export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly number[]): Tensor {
   const fn = 'tensor';
   let f32: Float32Array;
-  if (data instanceof Float32Array) {
+  if (types.isFloat32Array(data)) {
     f32 = checkFloat32Array(fn, 'data', data);
-  } else if (Array.isArray(data) || (ArrayBuffer.isView(data) && !(data instanceof DataView))) {
+  } else if (Array.isArray(data) || (ArrayBuffer.isView(data) && !types.isDataView(data))) {
     if (Array.isArray(data)) {
       // Float32Array.from would turn '1' into 1 and 'x', a hole or an object into NaN without a word.
       for (let i = 0; i < data.length; i++) {
