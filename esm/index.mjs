@@ -20,6 +20,7 @@ export const {
   setAllocationLimit,
   getAllocationLimit,
   loadSafetensors,
+  loadSafetensorsAsync,
   MultiHeadSelfAttention,
 } = mhsa;
 export default mhsa;

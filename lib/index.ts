@@ -20,6 +20,7 @@ export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';
 export { setAllocationLimit, getAllocationLimit } from './memory';
 export {
   loadSafetensors,
+  loadSafetensorsAsync,
   type LoadSafetensorsOptions,
   type SafetensorsFile,
   type SafetensorsFloatDtype,

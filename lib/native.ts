@@ -21,8 +21,8 @@ export interface NativeAddon {
   parseSafetensors(bytes: Uint8Array):
     | { dataStart: number; entries: [string, string, number[], number, number][]; metadata: [string, string][] }
     | { errorKind: 'TypeError' | 'RangeError'; message: string };
-  /** out = the little-endian F16 (bf16 false) or BF16 values in bytes. */
-  decodeHalf(bytes: Uint8Array, out: Float32Array, bf16: boolean): void;
+  /** out = the little-endian F16 (bf16 false) or BF16 values in bytes; queued when done is given. */
+  decodeHalf(bytes: Uint8Array, out: Float32Array, bf16: boolean, done?: NativeCallback): void;
   packMatrix(...args: unknown[]): void;
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };

@@ -5,9 +5,11 @@
  * the file's bytes (no copy); F16 and BF16 are converted to F32.
  */
 import * as fs from 'node:fs';
+import { types } from 'node:util';
 import { describe } from './errors';
 import { checkOptions } from './options';
 import { native } from './native';
+import { enqueue } from './queue';
 import type { Tensor } from './tensor';
 
 /** The element types {@link loadSafetensors} returns as float32 tensors. */
@@ -82,26 +84,88 @@ export function loadSafetensors(
   options?: LoadSafetensorsOptions,
 ): SafetensorsFile {
   const fn = 'loadSafetensors';
+  const opts = checkLoadOptions(fn, options);
+  const { bytes, where } = typeof source === 'string' ? { bytes: fs.readFileSync(source), where: source } : sourceBytes(fn, source);
+  const header = checkHeader(fn, bytes, where, opts);
+  for (const e of header.selected) {
+    if (e.dtype !== 'F32') native.decodeHalf(e.bytes, e.data, e.dtype === 'BF16');
+  }
+  return header.result;
+}
+
+/**
+ * {@link loadSafetensors} without blocking the event loop: the file is read with `fs.promises`,
+ * and the F16/BF16 conversions run on the package's async queue and compute threads, like every
+ * other async op. Resolves to the same tensors, bit for bit.
+ *
+ * @example
+ * import { loadSafetensorsAsync } from 'mhsa';
+ * const { tensors } = await loadSafetensorsAsync('model.safetensors');
+ * @returns A promise that rejects, never throws, with the errors {@link loadSafetensors} throws
+ *   (messages start with `loadSafetensorsAsync:`).
+ */
+export async function loadSafetensorsAsync(
+  source: string | Uint8Array | ArrayBuffer,
+  options?: LoadSafetensorsOptions,
+): Promise<SafetensorsFile> {
+  const fn = 'loadSafetensorsAsync';
+  const opts = checkLoadOptions(fn, options);
+  const { bytes, where } =
+    typeof source === 'string' ? { bytes: await fs.promises.readFile(source), where: source } : sourceBytes(fn, source);
+  const header = checkHeader(fn, bytes, where, opts);
+  await Promise.all(
+    header.selected
+      .filter((e) => e.dtype !== 'F32')
+      .map((e) =>
+        enqueue(fn, [[`the bytes of tensor ${JSON.stringify(e.name)}`, e.bytes]], (done) =>
+          native.decodeHalf(e.bytes, e.data, e.dtype === 'BF16', done),
+        ),
+      ),
+  );
+  return header.result;
+}
+
+function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefined): LoadSafetensorsOptions {
   const opts = checkOptions<LoadSafetensorsOptions>(fn, options, KNOWN_OPTIONS);
   if (opts.filter !== undefined && typeof opts.filter !== 'function') {
     throw new TypeError(`${fn}: expected a function for options.filter but received ${describe(opts.filter)}`);
   }
-  let bytes: Uint8Array;
-  let where: string;
-  if (typeof source === 'string') {
-    bytes = fs.readFileSync(source);
-    where = source;
-  } else if (source instanceof Uint8Array) {
-    bytes = source;
-    where = '<buffer>';
-  } else if (source instanceof ArrayBuffer) {
-    bytes = new Uint8Array(source);
-    where = '<buffer>';
-  } else {
-    throw new TypeError(
-      `${fn}: expected a file path, Buffer, Uint8Array or ArrayBuffer for source but received ${describe(source)}`,
-    );
+  return opts;
+}
+
+/** The bytes of a source that is not a path. */
+function sourceBytes(fn: string, source: unknown): { bytes: Uint8Array; where: string } {
+  if (types.isUint8Array(source)) return { bytes: source, where: '<buffer>' };
+  if (types.isArrayBuffer(source)) {
+    try {
+      return { bytes: new Uint8Array(source), where: '<buffer>' };
+    } catch {
+      throw new TypeError(`${fn}: source is a detached ArrayBuffer`); // the only ArrayBuffer a view cannot be made over
+    }
   }
+  throw new TypeError(
+    `${fn}: expected a file path, Buffer, Uint8Array or ArrayBuffer for source but received ${describe(source)}`,
+  );
+}
+
+/** A selected tensor: its result array, and for F16/BF16 the source bytes still to convert into it. */
+interface SelectedTensor {
+  name: string;
+  dtype: SafetensorsFloatDtype;
+  data: Float32Array;
+  bytes: Uint8Array;
+}
+
+/**
+ * Checks the header and every selected tensor's dtype, then builds the result: F32 tensors are
+ * views (or aligned copies) of the source, F16/BF16 tensors zeroed arrays their caller converts into.
+ */
+function checkHeader(
+  fn: string,
+  bytes: Uint8Array,
+  where: string,
+  opts: LoadSafetensorsOptions,
+): { result: SafetensorsFile; selected: SelectedTensor[] } {
   // The header is parsed and every entry checked against the data in native code
   // (native/formats/safetensors.cc, fuzzed with libFuzzer), before any tensor is decoded.
   const parsed = native.parseSafetensors(bytes);
@@ -112,10 +176,8 @@ export function loadSafetensors(
   const metadata: Record<string, string> = {};
   for (const [key, value] of parsed.metadata) setOwn(metadata, key, value);
   const entries = parsed.entries.map(([name, dtype, shape, begin, end]) => ({ name, dtype, shape, begin, end }));
-
-  // --- decode the selected tensors
-  const selected = opts.filter ? entries.filter((e) => opts.filter!(e.name)) : entries;
-  for (const e of selected) {
+  const chosen = opts.filter ? entries.filter((e) => opts.filter!(e.name)) : entries;
+  for (const e of chosen) {
     if (!FLOAT_DTYPES.includes(e.dtype)) {
       throw new TypeError(
         `${fn}: ${where}: tensor ${JSON.stringify(e.name)} has dtype ${e.dtype}; only F32, F16 and BF16 are supported` +
@@ -125,19 +187,17 @@ export function loadSafetensors(
   }
   const tensors: Record<string, Tensor> = {};
   const dtypes: Record<string, SafetensorsFloatDtype> = {};
-  for (const e of selected) {
+  const selected: SelectedTensor[] = [];
+  for (const e of chosen) {
     const abs = bytes.byteOffset + parsed.dataStart + e.begin;
-    let data: Float32Array;
-    if (e.dtype === 'F32') {
-      data = decodeF32(bytes.buffer, abs, (e.end - e.begin) / 4);
-    } else {
-      data = new Float32Array((e.end - e.begin) / 2);
-      native.decodeHalf(new Uint8Array(bytes.buffer, abs, e.end - e.begin), data, e.dtype === 'BF16');
-    }
+    const dtype = e.dtype as SafetensorsFloatDtype;
+    const src = new Uint8Array(bytes.buffer, abs, e.end - e.begin);
+    const data = dtype === 'F32' ? decodeF32(bytes.buffer, abs, (e.end - e.begin) / 4) : new Float32Array((e.end - e.begin) / 2);
+    selected.push({ name: e.name, dtype, data, bytes: src });
     setOwn(tensors, e.name, { data, shape: e.shape });
-    setOwn(dtypes, e.name, e.dtype as SafetensorsFloatDtype);
+    setOwn(dtypes, e.name, dtype);
   }
-  return { tensors, dtypes, metadata };
+  return { result: { tensors, dtypes, metadata }, selected };
 }
 
 /** A view when aligned (and the host is little-endian), else a copy. */

@@ -1,5 +1,6 @@
 /**
  * loadSafetensors: round trips, zero-copy F32 views, exact F16/BF16 decoding,
+ * the async form (the same bits, errors as rejections),
  * and a crafted buffer for every malformed-file error (plus a mutation fuzz:
  * any damage gives a loadSafetensors TypeError/RangeError or a valid result,
  * never another error or an out-of-bounds read).
@@ -7,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { loadSafetensors } from '../lib';
+import { loadSafetensors, loadSafetensorsAsync } from '../lib';
 import { pickSeed, rngFor } from './helpers/random';
 import { fixturesDir, readSafetensors } from './helpers/safetensors';
 
@@ -365,6 +366,8 @@ describe(`loadSafetensors (seed ${SEED})`, () => {
         err = e;
       }
       expect(err).toEqual(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/^loadSafetensors: source is backed by a detached ArrayBuffer/) }));
+      // The ArrayBuffer itself, detached: V8's own message named neither the function nor the argument.
+      expect(() => loadSafetensors(copy.buffer as ArrayBuffer)).toThrow(/^loadSafetensors: source is a detached ArrayBuffer$/);
     });
 
     test('shape disagreeing with the byte count', () => {
@@ -442,5 +445,67 @@ describe(`loadSafetensors (seed ${SEED})`, () => {
         )).toBe(true);
       }
     }
+  });
+});
+
+describe(`loadSafetensorsAsync (seed ${SEED})`, () => {
+  const words = Uint16Array.from({ length: 65536 }, (_, i) => i);
+  const image = () =>
+    build(
+      {
+        w: { dtype: 'F32', shape: [2, 2], bytes: f32Bytes([1, -2, 3.5, 1e-30]) },
+        h: { dtype: 'F16', shape: [256, 256], bytes: u16Bytes(words) },
+        b: { dtype: 'BF16', shape: [65536], bytes: u16Bytes(words) },
+      },
+      { metadata: { format: 'pt' }, leading: 1, align: 2 },
+    );
+
+  test('the same tensors as loadSafetensors, bit for bit, from a buffer and from a path', async () => {
+    const buf = image();
+    const want = loadSafetensors(buf);
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-st-')), 'm.safetensors');
+    fs.writeFileSync(file, buf);
+    try {
+      for (const source of [buf, file]) {
+        const pending = loadSafetensorsAsync(source);
+        expect(pending).toBeInstanceOf(Promise);
+        const got = await pending;
+        expect(got.metadata).toEqual(want.metadata);
+        expect(got.dtypes).toEqual(want.dtypes);
+        for (const name of ['w', 'h', 'b']) {
+          expect(got.tensors[name].shape).toEqual(want.tensors[name].shape);
+          const a = got.tensors[name].data;
+          const e = want.tensors[name].data;
+          expect(Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(e.buffer, e.byteOffset, e.byteLength))).toBe(true);
+        }
+      }
+      // filter: only the chosen tensors, and another dtype left out is not an error
+      const some = await loadSafetensorsAsync(file, { filter: (n) => n === 'h' });
+      expect(Object.keys(some.tensors)).toEqual(['h']);
+    } finally {
+      fs.rmSync(path.dirname(file), { recursive: true, force: true });
+    }
+  });
+
+  test('errors reject, never throw, and name the async function', async () => {
+    const calls: [() => Promise<unknown>, typeof TypeError | typeof RangeError, RegExp][] = [
+      [() => loadSafetensorsAsync(42 as never), TypeError, /^loadSafetensorsAsync: expected a file path, Buffer, Uint8Array or ArrayBuffer for source but received the number 42/],
+      [() => loadSafetensorsAsync(new Uint8Array(3)), RangeError, /^loadSafetensorsAsync: <buffer>: truncated: 3 bytes/],
+      [() => loadSafetensorsAsync(image(), { filter: 1 as never }), TypeError, /^loadSafetensorsAsync: expected a function for options.filter/],
+      [
+        () => loadSafetensorsAsync(build({ ids: { dtype: 'I64', shape: [1], bytes: new Uint8Array(8) } })),
+        TypeError,
+        /^loadSafetensorsAsync: <buffer>: tensor "ids" has dtype I64/,
+      ],
+    ];
+    for (const [call, type, message] of calls) {
+      let pending: Promise<unknown> | undefined;
+      expect(() => {
+        pending = call();
+      }).not.toThrow();
+      await expect(pending).rejects.toThrow(message);
+      await expect(pending).rejects.toBeInstanceOf(type);
+    }
+    await expect(loadSafetensorsAsync(path.join(os.tmpdir(), 'mhsa-no-such-file.safetensors'))).rejects.toThrow(/ENOENT/);
   });
 });

@@ -1,5 +1,6 @@
 #include "../formats/safetensors.h"
 #include "args.h"
+#include "async_job.h"
 #include "bindings.h"
 
 namespace mhsa {
@@ -52,10 +53,16 @@ Napi::Value decodeHalfBinding(const Napi::CallbackInfo& info) {
   if (src.arg.length != 2 * out.arg.length)
     throw Napi::RangeError::New(env, "loadSafetensors: expected 2 source bytes per decoded element");
   const auto* bytes = static_cast<const uint8_t*>(src.arg.data);
-  if (info[2].ToBoolean().Value())
-    decodeBF16(bytes, out.arg.length, out.arg.mutableFloats());
-  else
-    decodeF16(bytes, out.arg.length, out.arg.mutableFloats());
+  const size_t count = out.arg.length;
+  float* dst = out.arg.mutableFloats();
+  const bool bf16 = info[2].ToBoolean().Value();
+  // Synchronous, or queued when info[3] is a callback (loadSafetensorsAsync).
+  runOrSubmit(fn, info, 3, {src.value, out.value}, [bytes, count, dst, bf16] {
+    if (bf16)
+      decodeBF16(bytes, count, dst);
+    else
+      decodeF16(bytes, count, dst);
+  });
   return env.Undefined();
 }
 
