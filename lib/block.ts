@@ -17,6 +17,7 @@ import {
   checkShape,
   checkTensor,
   isDetached,
+  isResizable,
   resultTensor,
   type CheckedTensor,
   type Tensor,
@@ -115,6 +116,8 @@ interface Prepared {
   out3: Tensor;
   attnOptions: AttentionOptions;
   returnWeights: boolean;
+  /** The caller's buffers by the names its errors use (x, options.out, the masks). */
+  callerBuffers: Array<[string, ArrayBufferView]>;
 }
 
 const CLASS = 'MultiHeadSelfAttention';
@@ -579,7 +582,7 @@ export class MultiHeadSelfAttention {
   forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights;
   forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights {
     const fn = `${CLASS}.forward`;
-    const p = this.prepare(fn, x, options);
+    const p = this.prepare(fn, x, options, 'sync');
     const ws = this.acquire(p.rows);
     try {
       const [xn, qkv, o] = this.views(ws, p);
@@ -624,7 +627,7 @@ export class MultiHeadSelfAttention {
     options?: MultiHeadSelfAttentionForwardOptions,
   ): Promise<Tensor | MultiHeadSelfAttentionWithWeights> {
     const fn = `${CLASS}.forwardAsync`;
-    const p = this.prepare(fn, x, options); // throws inside the async function: a rejection
+    const p = this.prepare(fn, x, options, 'async'); // throws inside the async function: a rejection
     const ws = this.acquire(p.rows);
     try {
       const [xn, qkv, o] = this.views(ws, p);
@@ -647,14 +650,22 @@ export class MultiHeadSelfAttention {
       if (averaged) await averaged;
       return { output: p.out, weights };
     } catch (e) {
+      // An inner op names its own arguments ("a", "options.out"): name the caller's buffer instead.
+      const lost = p.callerBuffers.find(([, view]) => isDetached(view));
+      if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached while the call ran; its result is not defined`);
       throw rename(e, fn);
     } finally {
       this.release(ws);
     }
   }
 
-  /** Validates x and the options; allocates (or checks) the output. */
-  private prepare(fn: string, x: TensorLike, options: MultiHeadSelfAttentionForwardOptions | undefined): Prepared {
+  /** Validates x, the options and the stored weights; allocates (or checks) the output. */
+  private prepare(
+    fn: string,
+    x: TensorLike,
+    options: MultiHeadSelfAttentionForwardOptions | undefined,
+    mode: 'sync' | 'async',
+  ): Prepared {
     const opts = checkOptions<MultiHeadSelfAttentionForwardOptions>(fn, options, FORWARD_KEYS);
     const tx = checkTensor(fn, 'x', x);
     const rank = tx.shape.length;
@@ -722,6 +733,27 @@ export class MultiHeadSelfAttention {
     for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, `the weight ${name}`, data);
     checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
     checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
+    // The biases and the LayerNorm's weights are used where the caller's arrays lie (the projection
+    // weights were copied when packed): one transferred away since is named here, not by a stage.
+    const inPlace: Array<[string, Tensor | undefined]> = [
+      ['config.weights.qkvBias', this.bqkv],
+      ['config.weights.outBias', this.bo],
+      ['config.norm.weight', this.normWeight],
+      ['config.norm.bias', this.normBias],
+    ];
+    for (const [name, t] of inPlace) {
+      if (t && isDetached(t.data)) throw new TypeError(`${fn}: ${name} is backed by a detached ArrayBuffer`);
+    }
+    const callerBuffers: Array<[string, ArrayBufferView]> = [['x', tx.data], ['options.out', out.data]];
+    if (mask) callerBuffers.push(['options.mask', mask.data]);
+    if (pad) callerBuffers.push(['options.keyPaddingMask', pad]);
+    if (mode === 'async') {
+      // Checked here, before any stage runs, rather than by the stage that first meets the buffer.
+      const resizable = callerBuffers.find(([, view]) => isResizable(view));
+      if (resizable) {
+        throw new TypeError(`${fn}: ${resizable[0]} is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`);
+      }
+    }
 
     const attnOptions: AttentionOptions = { heads: this.heads, causal };
     if (mask) attnOptions.mask = mask;
@@ -736,6 +768,7 @@ export class MultiHeadSelfAttention {
       out3: { data: out.data, shape: [batch, tokens, this.dim] },
       attnOptions,
       returnWeights,
+      callerBuffers,
     };
   }
 

@@ -796,4 +796,50 @@ describe('MultiHeadSelfAttention.forward errors: sync throws, async rejects, out
     const r = block.forward(x());
     expect(r.data.every(Number.isFinite)).toBe(true);
   });
+
+  // Each of these was once reported by the stage that first met the buffer, under that op's own
+  // argument names ("layerNormMatmulAsync: a ...", "matmul: options.c.data ..."), after earlier stages ran.
+  test('async: x or out on a resizable buffer rejects up front, naming it', async () => {
+    const Resizable = ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ArrayBuffer;
+    const resizable = (n: number, fill = 1) => new Float32Array(new Resizable(4 * n, { maxByteLength: 8 * n })).fill(fill);
+    for (const [name, args] of [
+      ['x', () => ({ x: tensor(resizable(48), [2, 3, dim]), out: freshOut() })],
+      ['options.out', () => ({ x: x(), out: { data: resizable(48, SENTINEL), shape: [2, 3, dim] } })],
+    ] as const) {
+      const a = args();
+      await expect(block.forwardAsync(a.x, { out: a.out })).rejects.toThrow(
+        new RegExp(`^MultiHeadSelfAttention\\.forwardAsync: ${name.replace('.', '\\.')} is backed by a resizable ArrayBuffer`),
+      );
+      expect(a.out.data.every((v) => v === SENTINEL)).toBe(true);
+      expect(block.forward(a.x, { out: a.out }).data).toBe(a.out.data); // sync calls cannot race a resize
+    }
+  });
+
+  test('a bias or LayerNorm weight transferred away after construction is named, sync and async', async () => {
+    const qkvBias = tensor(new Float32Array(3 * dim).fill(0.5), [3 * dim]);
+    const norm = { weight: tensor(new Float32Array(dim).fill(1), [dim]), bias: tensor(new Float32Array(dim), [dim]) };
+    const b = new MultiHeadSelfAttention({ dim, heads: 2, weights: { ...weights, qkvBias }, norm });
+    structuredClone(qkvBias.data.buffer, { transfer: [qkvBias.data.buffer as ArrayBuffer] });
+    const out = freshOut();
+    expectThrow(() => b.forward(x(), { out }), TypeError, 'MultiHeadSelfAttention.forward', /config\.weights\.qkvBias is backed by a detached ArrayBuffer$/);
+    await expect(b.forwardAsync(x(), { out })).rejects.toThrow(/^MultiHeadSelfAttention\.forwardAsync: config\.weights\.qkvBias is backed by a detached/);
+    expect(out.data.every((v) => v === SENTINEL)).toBe(true);
+    // The projection weights were copied when packed: transferring them away changes nothing.
+    const w2 = { qkvWeight: tensor(weights.qkvWeight.data.slice(), [3 * dim, dim]), outWeight: weights.outWeight };
+    const c = new MultiHeadSelfAttention({ dim, heads: 2, weights: w2 });
+    const want = c.forward(x()).data.slice();
+    structuredClone(w2.qkvWeight.data.buffer, { transfer: [w2.qkvWeight.data.buffer as ArrayBuffer] });
+    expect(Array.from(c.forward(x()).data)).toEqual(Array.from(want));
+  });
+
+  test('x transferred away while its forwardAsync waits behind another call rejects naming x', async () => {
+    const big = tensor(new Float32Array(8 * 64 * dim).fill(0.25), [8, 64, dim]);
+    const first = block.forwardAsync(big);
+    const mine = x();
+    const second = block.forwardAsync(mine);
+    structuredClone(mine.data.buffer, { transfer: [mine.data.buffer as ArrayBuffer] });
+    const check = expect(second).rejects.toThrow(/^MultiHeadSelfAttention\.forwardAsync: x was detached while the call ran; its result is not defined$/);
+    await first;
+    await check;
+  });
 });
