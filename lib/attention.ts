@@ -182,6 +182,15 @@ function prepareAttention(
     qs = splitHeads(fn, 'q', tq, headsOpt, 'options.heads');
     ks = splitHeads(fn, 'k', tk, kvHeads, kvHeadsOpt === undefined ? 'options.heads' : 'options.kvHeads');
     vs = splitHeads(fn, 'v', tv, kvHeads, kvHeadsOpt === undefined ? 'options.heads' : 'options.kvHeads');
+    if (ks[3] !== qs[3]) {
+      // The check below would name k.shape[3], which 3-D k does not have.
+      const kvName = kvHeadsOpt === undefined ? 'options.heads' : 'options.kvHeads';
+      throw rangeError(
+        fn,
+        `k's head dim k.shape[2] / ${kvName} = ${tk.shape[2]} / ${kvHeads} must equal q's, q.shape[2] / options.heads = ` +
+          `${tq.shape[2]} / ${headsOpt} = ${qs[3]}, received ${ks[3]}`,
+      );
+    }
   } else {
     layout = layoutOpt ?? 'bhsd';
     qs = tq.shape;

@@ -6,9 +6,9 @@ import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike }
 
 /** Options of {@link layerNorm} and {@link layerNormAsync}. */
 export interface LayerNormOptions {
-  /** Per-feature scale, length = x's last dim (PyTorch's `weight`). Default 1. */
+  /** Per-feature scale (PyTorch's `weight`), shape [dim] for x's last dim (leading 1s allowed: [1, dim]). Default 1. */
   weight?: TensorLike;
-  /** Per-feature shift, length = x's last dim. Default 0. */
+  /** Per-feature shift, shape [dim] (leading 1s allowed). Default 0. */
   bias?: TensorLike;
   /** Added to the variance. Default 1e-5 (PyTorch's default). */
   eps?: number;
@@ -26,8 +26,9 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
   const weight = opts.weight === undefined ? undefined : checkTensor(fn, 'options.weight', opts.weight);
   const bias = opts.bias === undefined ? undefined : checkTensor(fn, 'options.bias', opts.bias);
   for (const [name, t] of [['weight', weight], ['bias', bias]] as const) {
-    if (t && t.data.length !== dim) {
-      throw rangeError(fn, `options.${name} must have x's last dim = ${dim} elements, received shape ${formatShape(t.shape)}`);
+    // [dim], or [1, dim] and the like (a row kept 2-D); not merely dim elements in another shape.
+    if (t && (t.shape[t.shape.length - 1] !== dim || t.shape.slice(0, -1).some((d) => d !== 1))) {
+      throw rangeError(fn, `options.${name}.shape must be [${dim}] (x's last dim, leading 1s allowed), received ${formatShape(t.shape)}`);
     }
   }
   const eps = optFiniteNumber(fn, 'eps', opts.eps) ?? 1e-5;

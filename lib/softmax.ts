@@ -30,8 +30,9 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
 
 /**
  * Softmax along the last axis: `exp(s·x − max) / Σ exp(s·x − max)` per row,
- * with the max subtracted so nothing overflows. A row that is all −Infinity
- * gives zeros (no NaN).
+ * with the max subtracted so the exp never overflows (s·x itself must be
+ * finite: a product past ±3.4e38 is ±Infinity, and a row holding +Infinity
+ * gives NaN, as in PyTorch). A row that is all −Infinity gives zeros (no NaN).
  *
  * @example
  * softmax(tensor([1, 2, 3, 1, 1, 1], [2, 3])).data; // [0.090, 0.245, 0.665, 0.333, 0.333, 0.333]

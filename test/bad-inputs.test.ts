@@ -409,6 +409,9 @@ const attentionRows: Row[] = [];
     /q\.shape\[2\] \(heads·headDim\) must be a multiple of options\.heads = 3, received 8/);
   add('3-D k width not a multiple of kvHeads', (op) => at(op, T([1, 3, 8]), T([1, 3, 10]), T([1, 3, 10]), { heads: 2, kvHeads: 4 }),
     'RangeError', /k\.shape\[2\] \(heads·headDim\) must be a multiple of options\.kvHeads = 4, received 10/);
+  // Once named k.shape[3], which 3-D k does not have.
+  add('3-D k head dim differs from q (kvHeads > heads)', (op) => at(op, T([1, 3, 8]), T([1, 3, 8]), T([1, 3, 8]), { heads: 4, kvHeads: 8 }),
+    'RangeError', /k's head dim k\.shape\[2\] \/ options\.kvHeads = 8 \/ 8 must equal q's, q\.shape\[2\] \/ options\.heads = 8 \/ 4 = 2, received 1/);
   add("3-D q with layout 'bhsd'", (op) => at(op, T([1, 3, 8]), T([1, 3, 8]), T([1, 3, 8]), { heads: 2, layout: 'bhsd' }),
     'RangeError', /3-D inputs .* received options\.layout = 'bhsd'/);
   add('options.heads != q heads (4-D)', (op) => qkv(op, { heads: 3 }), 'RangeError', /options\.heads must equal q\.shape\[1\] = 2, received 3/);
