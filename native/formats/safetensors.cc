@@ -408,7 +408,7 @@ Status parseEntry(const std::string& name, const Span& value, int64_t dataLength
   if (!readNumberArray(shape, &dims)) return Status::typeError(t + "shape must hold numbers, received " + shape.text());
   for (const double d : dims) {
     if (!isSafeInteger(d) || d < 0)
-      return Status::rangeError(t + "shape dims must be non-negative integers, received " + shape.text());
+      return Status::rangeError(t + "shape dims must be integers in [0, 2^53 - 1], received " + shape.text());
     e->shape.push_back(static_cast<int64_t>(d));
   }
 
