@@ -650,9 +650,9 @@ export class MultiHeadSelfAttention {
       if (averaged) await averaged;
       return { output: p.out, weights };
     } catch (e) {
-      // An inner op names its own arguments ("a", "options.out"): name the caller's buffer instead.
-      const lost = p.callerBuffers.find(([, view]) => isDetached(view));
-      if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached while the call ran; its result is not defined`);
+      // An inner op names its own arguments ("a", "options.c.data"): name the caller's buffer instead.
+      const lost = [...p.callerBuffers, ...this.inPlaceWeights()].find(([, view]) => view && isDetached(view));
+      if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
       throw rename(e, fn);
     } finally {
       this.release(ws);
@@ -733,16 +733,10 @@ export class MultiHeadSelfAttention {
     for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, `the weight ${name}`, data);
     checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
     checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
-    // The biases and the LayerNorm's weights are used where the caller's arrays lie (the projection
-    // weights were copied when packed): one transferred away since is named here, not by a stage.
-    const inPlace: Array<[string, Tensor | undefined]> = [
-      ['config.weights.qkvBias', this.bqkv],
-      ['config.weights.outBias', this.bo],
-      ['config.norm.weight', this.normWeight],
-      ['config.norm.bias', this.normBias],
-    ];
-    for (const [name, t] of inPlace) {
-      if (t && isDetached(t.data)) throw new TypeError(`${fn}: ${name} is backed by a detached ArrayBuffer`);
+    // One of the caller's weight arrays the block reads in place, transferred away since the
+    // constructor: named here, not by the stage that meets it.
+    for (const [name, data] of this.inPlaceWeights()) {
+      if (data && isDetached(data)) throw new TypeError(`${fn}: ${name} is backed by a detached ArrayBuffer`);
     }
     const callerBuffers: Array<[string, ArrayBufferView]> = [['x', tx.data], ['options.out', out.data]];
     if (mask) callerBuffers.push(['options.mask', mask.data]);
@@ -770,6 +764,16 @@ export class MultiHeadSelfAttention {
       returnWeights,
       callerBuffers,
     };
+  }
+
+  /** The caller's arrays the block reads in place: the biases and the LayerNorm's (the projection weights were copied when packed). */
+  private inPlaceWeights(): Array<[string, Float32Array | undefined]> {
+    return [
+      ['config.weights.qkvBias', this.bqkv?.data],
+      ['config.weights.outBias', this.bo?.data],
+      ['config.norm.weight', this.normWeight?.data],
+      ['config.norm.bias', this.normBias?.data],
+    ];
   }
 
   /** Head-averaged weights [batch, tokens, tokens]: (1/H)·ones[1, H] · W viewed as [batch, H, tokens²]. */

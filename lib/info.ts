@@ -36,6 +36,13 @@ export interface MhsaInfo {
   queued: number;
   /** Async ops handed to the native dispatcher and not yet settled. */
   inFlight: number;
+  /**
+   * Whether an async op holds its buffers' memory until it settles, so that one transferred away
+   * meanwhile (`postMessage`, `structuredClone` with `transfer`) is never freed under the kernel.
+   * True when the addon was built with V8's headers (Node 20-22 as built by `npm install`); false
+   * otherwise, and then such a transfer is unsafe.
+   */
+  pinsAsyncBuffers: boolean;
 }
 
 function packageVersion(): string {
@@ -58,7 +65,7 @@ const VERSION = packageVersion();
  * @example
  * console.log(info());
  * // { version: '0.1.0', isa: 'avx512', blas: null, threads: 2, activeThreads: 0,
- * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0 }
+ * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true }
  */
 export function info(): MhsaInfo {
   const n = native.info();
@@ -71,6 +78,7 @@ export function info(): MhsaInfo {
     peakActiveThreads: n.peakActiveThreads,
     scratchBytes: n.scratchBytes,
     ...queueStats(),
+    pinsAsyncBuffers: n.pinsAsyncBuffers,
   };
 }
 

@@ -34,6 +34,7 @@ export interface NativeAddon {
     scratchBytes: number;
     blas: string | null;
     pendingAsync: number;
+    pinsAsyncBuffers: boolean;
   };
   setNumThreads(n: number): void;
   defaultNumThreads: number;

@@ -6,7 +6,7 @@
  * again when it leaves the queue: one detached while waiting rejects instead
  * of running. One detached after that (queued in the addon, or computing)
  * cannot free the memory under the native code, which holds it until the job
- * ends; the call then rejects, naming the buffer.
+ * ends (where info().pinsAsyncBuffers); the call then rejects, naming the buffer.
  */
 import { isDetached, isResizable } from './tensor';
 import type { NativeCallback } from './native';
@@ -82,12 +82,19 @@ function pump(): void {
   }
 }
 
-/** Queues a native call; resolves when its callback reports success. */
+/**
+ * Queues a native call; resolves when its callback reports success. Rejects at once if a buffer is
+ * resizable: shrinking one releases its memory at once, under the native code computing on it.
+ */
 export function enqueue(
   fn: string,
   buffers: readonly NamedBuffer[],
   start: (done: NativeCallback) => void,
 ): Promise<void> {
+  const resizable = firstWhere(buffers, isResizable);
+  if (resizable !== undefined) {
+    return Promise.reject(new TypeError(`${fn}: ${resizable} is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`));
+  }
   return new Promise<void>((resolve, reject) => {
     waiting.push({ fn, buffers, start, resolve, reject });
     pump();
@@ -107,13 +114,6 @@ export function runAsync<R>(
     call = prepare();
   } catch (e) {
     return Promise.reject(e);
-  }
-  const resizable = firstWhere(call.buffers, isResizable);
-  if (resizable !== undefined) {
-    // Shrinking such a buffer releases its memory at once, under the native code computing on it.
-    return Promise.reject(
-      new TypeError(`${call.fn}: ${resizable} is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`),
-    );
   }
   return enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done])).then(() => call.result);
 }

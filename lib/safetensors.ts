@@ -10,7 +10,7 @@ import { describe } from './errors';
 import { checkOptions } from './options';
 import { native } from './native';
 import { enqueue } from './queue';
-import type { Tensor } from './tensor';
+import { isDetached, isResizable, type Tensor } from './tensor';
 
 /** The element types {@link loadSafetensors} returns as float32 tensors. */
 export type SafetensorsFloatDtype = 'F32' | 'F16' | 'BF16';
@@ -112,6 +112,10 @@ export async function loadSafetensorsAsync(
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } =
     typeof source === 'string' ? { bytes: await fs.promises.readFile(source), where: source } : sourceBytes(fn, source);
+  if (isResizable(bytes)) {
+    // The F16/BF16 conversions read it off the JS thread; shrinking it would free those bytes.
+    throw new TypeError(`${fn}: source is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`);
+  }
   const header = checkHeader(fn, bytes, where, opts);
   await Promise.all(
     header.selected
@@ -135,7 +139,10 @@ function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefine
 
 /** The bytes of a source that is not a path. */
 function sourceBytes(fn: string, source: unknown): { bytes: Uint8Array; where: string } {
-  if (types.isUint8Array(source)) return { bytes: source, where: '<buffer>' };
+  if (types.isUint8Array(source)) {
+    if (isDetached(source)) throw new TypeError(`${fn}: source is backed by a detached ArrayBuffer`);
+    return { bytes: source, where: '<buffer>' };
+  }
   if (types.isArrayBuffer(source)) {
     try {
       return { bytes: new Uint8Array(source), where: '<buffer>' };

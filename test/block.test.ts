@@ -832,14 +832,23 @@ describe('MultiHeadSelfAttention.forward errors: sync throws, async rejects, out
     expect(Array.from(c.forward(x()).data)).toEqual(Array.from(want));
   });
 
-  test('x transferred away while its forwardAsync waits behind another call rejects naming x', async () => {
+  test('x or a bias transferred away while forwardAsync waits behind another call rejects naming it', async () => {
     const big = tensor(new Float32Array(8 * 64 * dim).fill(0.25), [8, 64, dim]);
     const first = block.forwardAsync(big);
     const mine = x();
     const second = block.forwardAsync(mine);
     structuredClone(mine.data.buffer, { transfer: [mine.data.buffer as ArrayBuffer] });
-    const check = expect(second).rejects.toThrow(/^MultiHeadSelfAttention\.forwardAsync: x was detached while the call ran; its result is not defined$/);
+    const check = expect(second).rejects.toThrow(/^MultiHeadSelfAttention\.forwardAsync: x was detached before the call finished; its result is not defined$/);
     await first;
     await check;
+    // A bias the block reads in place, transferred away once the call has begun: named as the caller gave it.
+    const qkvBias = tensor(new Float32Array(3 * dim).fill(0.5), [3 * dim]);
+    const b = new MultiHeadSelfAttention({ dim, heads: 2, weights: { ...weights, qkvBias } });
+    const ahead = b.forwardAsync(big);
+    const behind = b.forwardAsync(x());
+    structuredClone(qkvBias.data.buffer, { transfer: [qkvBias.data.buffer as ArrayBuffer] });
+    const check2 = expect(behind).rejects.toThrow(/^MultiHeadSelfAttention\.forwardAsync: config\.weights\.qkvBias was detached before the call finished/);
+    await ahead.catch(() => undefined);
+    await check2;
   });
 });

@@ -509,5 +509,20 @@ describe(`loadSafetensorsAsync (seed ${SEED})`, () => {
       await expect(pending).rejects.toBeInstanceOf(type);
     }
     await expect(loadSafetensorsAsync(path.join(os.tmpdir(), 'mhsa-no-such-file.safetensors'))).rejects.toThrow(/ENOENT/);
+    // A detached source was reported by the native parser under the sync name.
+    const gone = image();
+    structuredClone(gone.buffer, { transfer: [gone.buffer as ArrayBuffer] });
+    await expect(loadSafetensorsAsync(gone)).rejects.toThrow(/^loadSafetensorsAsync: source is backed by a detached ArrayBuffer$/);
+  });
+
+  test('a resizable source is refused by the async form (shrinking it mid-conversion freed its bytes: a segfault)', async () => {
+    const img = image();
+    const Resizable = ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ArrayBuffer;
+    const bytes = new Uint8Array(new Resizable(img.length, { maxByteLength: 2 * img.length }));
+    bytes.set(img);
+    await expect(loadSafetensorsAsync(bytes)).rejects.toThrow(
+      /^loadSafetensorsAsync: source is backed by a resizable ArrayBuffer; async ops need fixed-length buffers$/,
+    );
+    expect(Array.from(loadSafetensors(bytes).tensors.w.data)).toEqual([1, -2, 3.5, 1e-30].map(Math.fround)); // sync cannot race a resize
   });
 });

@@ -32,6 +32,7 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   else
     r.Set("blas", env.Null());
   r.Set("pendingAsync", pendingAsync(env));
+  r.Set("pinsAsyncBuffers", pinsAsyncBuffers());
   return r;
 }
 

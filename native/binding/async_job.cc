@@ -1,11 +1,16 @@
 #include "async_job.h"
 
 // Node's full headers have V8's; a build against node-api-headers alone does
-// not (CMakeLists.txt looks for them), and then jobs cannot hold their
-// buffers' memory (pinBackingStore).
-#if __has_include(<v8.h>)
+// not (CMakeLists.txt looks for them), and from Node 23 on they need C++20
+// (v8config.h stops a C++17 compile; this package builds as C++17). Without
+// them jobs cannot hold their buffers' memory (pinBackingStore), and
+// info().pinsAsyncBuffers says so.
+#if __has_include(<v8.h>) && __has_include(<node_version.h>)
+#include <node_version.h>
+#if NODE_MAJOR_VERSION < 23 || __cplusplus >= 202002L
 #include <v8.h>
 #define MHSA_PIN_BACKING_STORES 1
+#endif
 #endif
 
 #include <condition_variable>
@@ -163,9 +168,12 @@ void cleanupEnv(void* arg) {
 // object it was transferred to is collected the memory is freed under the
 // native code (a use-after-free, seen as a segfault). Node-API has no way to
 // hold the memory itself, so this takes V8's: the buffer's BackingStore, whose
-// shared owner keeps the bytes allocated until the job is released, wherever
-// the buffer was transferred and whether or not it still lives. The JS queue
-// then rejects the call, naming the detached buffer (lib/queue.ts).
+// shared owner keeps the bytes allocated until the job is released, whether
+// or not the buffer it was transferred to still lives. (While that buffer
+// lives it shares the bytes: it sees the job's writes until the job ends.)
+// The JS queue then rejects the call, naming the detached buffer
+// (lib/queue.ts). A resizable buffer can still give its pages back when
+// shrunk, so async calls refuse those up front.
 // napi_value is a v8::Local<v8::Value> under another name (Node's own
 // v8impl::V8LocalValueFromJsValue converts it the same way).
 #ifdef MHSA_PIN_BACKING_STORES
@@ -209,6 +217,14 @@ EnvState* stateOf(Napi::Env env) {
 }
 
 int pendingAsync(Napi::Env env) { return stateOf(env)->pending; }
+
+bool pinsAsyncBuffers() {
+#ifdef MHSA_PIN_BACKING_STORES
+  return true;
+#else
+  return false;
+#endif
+}
 
 void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
                  const std::vector<Napi::Value>& keepAlive, WorkFn work) {

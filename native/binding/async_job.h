@@ -29,4 +29,7 @@ void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callback
 // Number of async jobs queued or running in this environment.
 int pendingAsync(Napi::Env env);
 
+// Whether jobs hold their buffers' memory until they end (built with V8's headers).
+bool pinsAsyncBuffers();
+
 }  // namespace mhsa

@@ -473,18 +473,27 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
   }
   float* acc = state + 2;
   std::fill(acc, acc + p.headDimV, 0.0f);
-  const float m = kt.rowMax(row, n);
+  float m = kt.rowMax(row, n);
+  // rowMax may or may not pass over NaN scores; take the largest of the others,
+  // as the tiled path's column max does, so both paths weight a row alike.
+  if (std::isnan(m)) {
+    m = kNegInf;
+    for (int64_t j = 0; j < n; ++j)
+      if (row[j] > m) m = row[j];
+  }
   state[0] = m;
   state[1] = 0.0f;
-  // rowMax passes over NaN, so a row of NaN scores (a NaN in q, or in every
-  // key) would look fully masked and give zeros: make it NaN, as the tiled
-  // path and PyTorch do (decodeMerge carries a NaN sum and acc through).
+  // A row whose scores are all NaN (a NaN in q, or in every key) would then
+  // look fully masked and give zeros: make it NaN, as the tiled path does
+  // (decodeMerge carries the NaN acc into the output), its weights NaN but 0
+  // at the keys that were masked or padded out.
   if (m == kNegInf && std::any_of(row, row + n, [](float x) { return std::isnan(x); })) {
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     state[0] = 0.0f;
     state[1] = kNaN;
     std::fill(acc, acc + p.headDimV, kNaN);
-    if (wRow) std::fill(wRow + j0, wRow + j0 + n, kNaN);
+    if (wRow)
+      for (int64_t j = 0; j < n; ++j) wRow[j0 + j] = row[j] == kNegInf ? 0.0f : kNaN;
     return;
   }
   if (m == kNegInf) {
@@ -509,12 +518,7 @@ void decodeMerge(const AttentionProblem& p, int64_t b, int64_t h, int64_t i, con
   double sum = 0;
   for (int64_t t = 0; t < parts; ++t)
     if (states[t * stride] != kNegInf) sum += states[t * stride + 1] * std::exp(states[t * stride] - m);
-  // A NaN sum (a NaN score) makes the whole row NaN, weights included; 0 only for a row with no keys.
-  float inv = 0.0f;
-  if (sum > 0)
-    inv = static_cast<float>(1.0 / sum);
-  else if (std::isnan(sum))
-    inv = std::numeric_limits<float>::quiet_NaN();
+  const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
   float* o = p.out + b * p.outView.batchStride + h * p.outView.headStride + i * p.outView.seqStride;
   for (int64_t e = 0; e < p.headDimV; ++e) {
     float v = 0.0f;
