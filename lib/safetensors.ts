@@ -10,7 +10,7 @@ import { describe } from './errors';
 import { checkOptions } from './options';
 import { native } from './native';
 import { enqueue } from './queue';
-import { isDetached, isResizable, type Tensor } from './tensor';
+import { isDetached, type Tensor } from './tensor';
 
 /** The element types {@link loadSafetensors} returns as float32 tensors. */
 export type SafetensorsFloatDtype = 'F32' | 'F16' | 'BF16';
@@ -87,9 +87,7 @@ export function loadSafetensors(
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } = typeof source === 'string' ? { bytes: fs.readFileSync(source), where: source } : sourceBytes(fn, source);
   const header = checkHeader(fn, bytes, where, opts);
-  for (const e of header.selected) {
-    if (e.dtype !== 'F32') native.decodeHalf(e.bytes, e.data, e.dtype === 'BF16');
-  }
+  for (const h of header.halves) native.decodeHalf(h.bytes, h.data, h.bf16);
   return header.result;
 }
 
@@ -112,19 +110,10 @@ export async function loadSafetensorsAsync(
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } =
     typeof source === 'string' ? { bytes: await fs.promises.readFile(source), where: source } : sourceBytes(fn, source);
-  if (isResizable(bytes)) {
-    // The F16/BF16 conversions read it off the JS thread; shrinking it would free those bytes.
-    throw new TypeError(`${fn}: source is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`);
-  }
   const header = checkHeader(fn, bytes, where, opts);
+  // Each conversion reads the source off the JS thread: enqueue refuses it if it is resizable.
   await Promise.all(
-    header.selected
-      .filter((e) => e.dtype !== 'F32')
-      .map((e) =>
-        enqueue(fn, [[`the bytes of tensor ${JSON.stringify(e.name)}`, e.bytes]], (done) =>
-          native.decodeHalf(e.bytes, e.data, e.dtype === 'BF16', done),
-        ),
-      ),
+    header.halves.map((h) => enqueue(fn, [['source', h.bytes]], (done) => native.decodeHalf(h.bytes, h.data, h.bf16, done))),
   );
   return header.result;
 }
@@ -155,24 +144,24 @@ function sourceBytes(fn: string, source: unknown): { bytes: Uint8Array; where: s
   );
 }
 
-/** A selected tensor: its result array, and for F16/BF16 the source bytes still to convert into it. */
-interface SelectedTensor {
-  name: string;
-  dtype: SafetensorsFloatDtype;
-  data: Float32Array;
+/** An F16 or BF16 tensor still to convert: its source bytes and its result array. */
+interface HalfTensor {
   bytes: Uint8Array;
+  data: Float32Array;
+  bf16: boolean;
 }
 
 /**
  * Checks the header and every selected tensor's dtype, then builds the result: F32 tensors are
- * views (or aligned copies) of the source, F16/BF16 tensors zeroed arrays their caller converts into.
+ * views (or aligned copies) of the source, F16/BF16 tensors zeroed arrays listed in `halves` for
+ * the caller to convert into.
  */
 function checkHeader(
   fn: string,
   bytes: Uint8Array,
   where: string,
   opts: LoadSafetensorsOptions,
-): { result: SafetensorsFile; selected: SelectedTensor[] } {
+): { result: SafetensorsFile; halves: HalfTensor[] } {
   // The header is parsed and every entry checked against the data in native code
   // (native/formats/safetensors.cc, fuzzed with libFuzzer), before any tensor is decoded.
   const parsed = native.parseSafetensors(bytes);
@@ -194,17 +183,20 @@ function checkHeader(
   }
   const tensors: Record<string, Tensor> = {};
   const dtypes: Record<string, SafetensorsFloatDtype> = {};
-  const selected: SelectedTensor[] = [];
+  const halves: HalfTensor[] = [];
   for (const e of chosen) {
     const abs = bytes.byteOffset + parsed.dataStart + e.begin;
-    const dtype = e.dtype as SafetensorsFloatDtype;
-    const src = new Uint8Array(bytes.buffer, abs, e.end - e.begin);
-    const data = dtype === 'F32' ? decodeF32(bytes.buffer, abs, (e.end - e.begin) / 4) : new Float32Array((e.end - e.begin) / 2);
-    selected.push({ name: e.name, dtype, data, bytes: src });
+    let data: Float32Array;
+    if (e.dtype === 'F32') {
+      data = decodeF32(bytes.buffer, abs, (e.end - e.begin) / 4);
+    } else {
+      data = new Float32Array((e.end - e.begin) / 2);
+      halves.push({ bytes: new Uint8Array(bytes.buffer, abs, e.end - e.begin), data, bf16: e.dtype === 'BF16' });
+    }
     setOwn(tensors, e.name, { data, shape: e.shape });
-    setOwn(dtypes, e.name, dtype);
+    setOwn(dtypes, e.name, e.dtype as SafetensorsFloatDtype);
   }
-  return { result: { tensors, dtypes, metadata }, selected };
+  return { result: { tensors, dtypes, metadata }, halves };
 }
 
 /** A view when aligned (and the host is little-endian), else a copy. */

@@ -21,7 +21,7 @@ import {
 } from '../lib';
 import { layerNormMatmul, layerNormMatmulAsync } from '../lib/matmul';
 import { expectBitEqual, expectClose, pickSeed, randInt, randomFloat32, rngFor, type Rng } from './helpers/random';
-import { numel, refAttention, refLayerNorm, refMatmul } from './helpers/reference';
+import { numel, refBlock, type RefParams } from './helpers/reference';
 import { loadFixtures, type SafetensorsTensor } from './helpers/safetensors';
 
 const SEED = pickSeed();
@@ -135,58 +135,6 @@ function expectFixture(fx: BlockFixture, label: string, block: MultiHeadSelfAtte
 
 // ---------------------------------------------------------------------------
 // Float64 reference of the whole block
-
-interface RefParams {
-  dim: number;
-  heads: number;
-  dimHead: number;
-  qkvW: Float32Array;
-  qkvB?: Float32Array;
-  outW?: Float32Array;
-  outB?: Float32Array;
-  normW?: Float32Array;
-  normB?: Float32Array;
-  eps?: number;
-}
-
-interface RefOpts {
-  causal?: boolean;
-  mask?: Float32Array;
-  maskShape?: number[];
-  keyPaddingMask?: Uint8Array;
-}
-
-
-/** The block in float64 on x [B, T, dim]: output [B, T, dim] and head-averaged weights [B, T, T]. */
-function refBlock(x: Float32Array, B: number, T: number, p: RefParams, o: RefOpts = {}) {
-  const inner = p.heads * p.dimHead;
-  const y: ArrayLike<number> = p.normW ? refLayerNorm(x, [B * T, p.dim], p.normW, p.normB, p.eps ?? 1e-5) : x;
-  const proj = (i: number) =>
-    refMatmul(y, [B, T, p.dim], p.qkvW.subarray(i * inner * p.dim, (i + 1) * inner * p.dim), [inner, p.dim], {
-      transposeB: true,
-      ...(p.qkvB ? { c: p.qkvB.subarray(i * inner, (i + 1) * inner), cShape: [inner] } : {}),
-    }).data;
-  const a = refAttention(proj(0), [B, T, inner], proj(1), [B, T, inner], proj(2), [B, T, inner], {
-    heads: p.heads,
-    causal: o.causal,
-    mask: o.mask,
-    maskShape: o.maskShape,
-    keyPaddingMask: o.keyPaddingMask,
-  });
-  const out = p.outW
-    ? refMatmul(a.output.data, [B, T, inner], p.outW, [p.dim, inner], {
-        transposeB: true,
-        ...(p.outB ? { c: p.outB, cShape: [p.dim] } : {}),
-      }).data
-    : a.output.data;
-  const weights = new Float64Array(B * T * T);
-  for (let b = 0; b < B; b++) {
-    for (let h = 0; h < p.heads; h++) {
-      for (let i = 0; i < T * T; i++) weights[b * T * T + i] += a.weights.data[(b * p.heads + h) * T * T + i] / p.heads;
-    }
-  }
-  return { out, weights };
-}
 
 function randomParams(rng: Rng, dim: number, heads: number, dimHead: number, parts: { qkvBias?: boolean; out?: boolean; outBias?: boolean; norm?: boolean; normBias?: boolean }): RefParams {
   const inner = heads * dimHead;

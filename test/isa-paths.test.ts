@@ -31,7 +31,7 @@ require(require.resolve('ts-node', { paths: [root] })).register({
   transpileOnly: true,
   project: path.join(root, 'tsconfig.json'),
 });
-const { refMatmul, refSoftmax, refAttention, refLayerNorm } = require(path.join(root, 'test/helpers/reference.ts'));
+const { refMatmul, refSoftmax, refAttention, refBlock } = require(path.join(root, 'test/helpers/reference.ts'));
 const { rngFor, randomFloat32, relErr } = require(path.join(root, 'test/helpers/random.ts'));
 
 const results = [];
@@ -156,13 +156,8 @@ for (const [B, T] of [[2, 67], [1, 17]]) {
   });
   const out = { data: new Float32Array(B * T * dim).fill(NaN), shape: [B, T, dim] };
   block.forward({ data: x, shape: [B, T, dim] }, { out });
-  const y = refLayerNorm(x, [B * T, dim], normW, normB, 1e-5);
-  const proj = (i) => refMatmul(y, [B, T, dim], qkvW.subarray(i * inner * dim, (i + 1) * inner * dim), [inner, dim], {
-    transposeB: true, c: qkvB.subarray(i * inner, (i + 1) * inner), cShape: [inner],
-  }).data;
-  const a = refAttention(proj(0), [B, T, inner], proj(1), [B, T, inner], proj(2), [B, T, inner], { heads });
-  const ref = refMatmul(a.output.data, [B, T, inner], outW, [dim, inner], { transposeB: true, c: outB, cShape: [dim] });
-  record(label, out.data, ref.data);
+  const ref = refBlock(x, B, T, { dim, heads, dimHead, qkvW, qkvB, outW, outB, normW, normB });
+  record(label, out.data, ref.out);
 }
 console.log(JSON.stringify({ isa: mhsa.info().isa, results }));
 `;

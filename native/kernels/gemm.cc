@@ -87,6 +87,19 @@ void interleave2(const float* src, int64_t lineStride, int64_t kc, float* dst, i
   }
 }
 
+// Transposes `lines` source lines (contiguous over k, lineStride apart) into
+// dst k-major (dst[k * ld + l] = line_l[k]): four at a time, then two, then one.
+void transposeLines(const float* src, int64_t lineStride, int64_t lines, int64_t kc, float* dst, int64_t ld) {
+  int64_t l = 0;
+  for (; l + 4 <= lines; l += 4) interleave4(src + l * lineStride, lineStride, kc, dst + l, ld);
+  if (l + 2 <= lines) {
+    interleave2(src + l * lineStride, lineStride, kc, dst + l, ld);
+    l += 2;
+  }
+  for (; l < lines; ++l)
+    for (int64_t k = 0; k < kc; ++k) dst[k * ld + l] = src[l * lineStride + k];
+}
+
 // packB for a row-major B, row by row: each row's nc floats are one
 // contiguous read, dealt out to the slivers. Sliver by sliver instead, every
 // 32-float piece would start a new stream rows apart (9 KiB for a 768 x 2304
@@ -119,7 +132,7 @@ void packRowMajorB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, i
 
 // packA of a row-major A whose rows are LayerNorm'd first (p0 = 0 and kc =
 // all of k <= kGemmMaxLayerNormK): four rows at a time into rows[], which
-// stays in L1, then the usual 4-line transpose from there.
+// stays in L1, then transposed from there (transposeLines).
 void packANormalized(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t kc, int mr, float* dst,
                      const RowLayerNorm& norm) {
   assert(a.colStride == 1 && kc <= kGemmMaxLayerNormK);
@@ -132,17 +145,7 @@ void packANormalized(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t kc,
       const int64_t n = std::min<int64_t>(4, count - done);
       for (int64_t r = 0; r < n; ++r)
         layerNormRow(kt, a.data + (i0 + s + done + r) * a.rowStride, rows + r * kc, kc, norm.weight, norm.bias, norm.eps);
-      if (n == 4) {
-        interleave4(rows, kc, kc, d + done, mr);
-        continue;
-      }
-      int64_t r = 0;
-      if (n >= 2) {
-        interleave2(rows, kc, kc, d + done, mr);
-        r = 2;
-      }
-      for (; r < n; ++r)
-        for (int64_t k = 0; k < kc; ++k) d[k * mr + done + r] = rows[r * kc + k];
+      transposeLines(rows, kc, n, kc, d + done, mr);
     }
     for (int64_t i = count; i < mr; ++i)
       for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = 0.0f;
@@ -175,17 +178,13 @@ void packA(const StridedMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t k
       }
       continue;
     }
-    int64_t done = 0;
-    if (a.colStride == 1) {  // row-major A: a transpose, 4 rows at a time (then 2)
-      for (; done + 4 <= rows; done += 4) interleave4(src + done * a.rowStride, a.rowStride, kc, d + done, mr);
-      if (done + 2 <= rows) {
-        interleave2(src + done * a.rowStride, a.rowStride, kc, d + done, mr);
-        done += 2;
+    if (a.colStride == 1) {  // row-major A: a transpose
+      transposeLines(src, a.rowStride, rows, kc, d, mr);
+    } else {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* row = src + i * a.rowStride;
+        for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = row[k * a.colStride];
       }
-    }
-    for (int64_t i = done; i < rows; ++i) {
-      const float* row = src + i * a.rowStride;
-      for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = row[k * a.colStride];
     }
     for (int64_t i = rows; i < mr; ++i)
       for (int64_t k = 0; k < kc; ++k) d[k * mr + i] = 0.0f;
