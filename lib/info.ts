@@ -39,8 +39,8 @@ export interface MhsaInfo {
   /**
    * Whether an async op holds its buffers' memory until it settles, so that one transferred away
    * meanwhile (`postMessage`, `structuredClone` with `transfer`) is never freed under the kernel.
-   * True when the addon was built with V8's headers (Node 20-22 as built by `npm install`); false
-   * otherwise, and then such a transfer is unsafe.
+   * True when the addon was built with V8's headers, as `npm install` does wherever Node ships them
+   * (Node 20 to 26 tested); false otherwise, and then such a transfer is unsafe.
    */
   pinsAsyncBuffers: boolean;
 }

@@ -2,11 +2,16 @@
 
 // Node's full headers have V8's; a build against node-api-headers alone does
 // not (CMakeLists.txt looks for them), and from Node 23 on they need C++20
-// (v8config.h stops a C++17 compile; this package builds as C++17). Without
-// them jobs cannot hold their buffers' memory (pinBackingStore), and
-// info().pinsAsyncBuffers says so.
+// (v8config.h stops a C++17 compile), which binding.gyp and CMakeLists.txt
+// then give the binding layer. Without them jobs cannot hold their buffers'
+// memory (pinBackingStore), and info().pinsAsyncBuffers says so.
 #if __has_include(<v8.h>) && __has_include(<node_version.h>)
+// Node 20's node_version.h defines NAPI_VERSION unconditionally; keep the build's.
+#pragma push_macro("NAPI_VERSION")
+#undef NAPI_VERSION
 #include <node_version.h>
+#undef NAPI_VERSION
+#pragma pop_macro("NAPI_VERSION")
 #if NODE_MAJOR_VERSION < 23 || __cplusplus >= 202002L
 #include <v8.h>
 #define MHSA_PIN_BACKING_STORES 1

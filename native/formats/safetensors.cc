@@ -383,7 +383,13 @@ bool readNumberArray(const Span& span, std::vector<double>* values) {
 bool isSafeInteger(double x) { return std::fabs(x) <= kMaxSafeInteger && x == std::floor(x); }
 
 std::string rangeText(int64_t begin, int64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "[" + std::string&& in C++20.
+  std::string text = "[";
+  text += std::to_string(begin);
+  text += ", ";
+  text += std::to_string(end);
+  text += "]";
+  return text;
 }
 
 Status parseEntry(const std::string& name, const Span& value, int64_t dataLength, SafetensorsEntry* e) {
