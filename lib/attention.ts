@@ -105,14 +105,15 @@ function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?
     if (isDetached(value)) throw new TypeError(`${fn}: options.keyPaddingMask is backed by a detached ArrayBuffer`);
     return { data: value };
   }
-  if (typeof value === 'object' && value !== null && types.isUint8Array((value as { data?: unknown }).data)) {
-    const v = value as { data: Uint8Array; shape?: unknown };
-    if (isDetached(v.data)) throw new TypeError(`${fn}: options.keyPaddingMask.data is backed by a detached ArrayBuffer`);
-    const shape = checkShape(fn, 'options.keyPaddingMask.shape', v.shape);
-    return { data: v.data, shape };
+  // data read once: a getter cannot hand one array to the checks and another to the call.
+  const data: unknown = typeof value === 'object' && value !== null ? (value as { data?: unknown }).data : undefined;
+  if (types.isUint8Array(data)) {
+    if (isDetached(data)) throw new TypeError(`${fn}: options.keyPaddingMask.data is backed by a detached ArrayBuffer`);
+    const shape = checkShape(fn, 'options.keyPaddingMask.shape', (value as { shape?: unknown }).shape);
+    return { data, shape };
   }
   if (typeof value === 'object' && value !== null && 'data' in value) {
-    throw typeError(fn, 'options.keyPaddingMask.data', 'a Uint8Array of batch·seqKV bytes', (value as { data: unknown }).data);
+    throw typeError(fn, 'options.keyPaddingMask.data', 'a Uint8Array of batch·seqKV bytes', data);
   }
   throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes or { data: Uint8Array, shape: [batch, seqKV] }', value);
 }
@@ -266,6 +267,8 @@ function prepareAttention(
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad?.data);
 
+  // Only checked values from here on (out.data too): no getter of the caller's runs while the
+  // shared Descriptor is filled, so no nested call can overwrite it.
   const args = (): unknown[] => {
     const d = new Descriptor()
       .number(LAYOUT_CODE[layout]).shape(qs).shape(ks).shape(vs).shape(out4)
@@ -276,7 +279,7 @@ function prepareAttention(
   const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];
   if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);
   if (pad) buffers.push(['options.keyPaddingMask', pad.data]);
-  const result: Tensor | AttentionWithWeights = weights ? { output: out, weights } : out;
+  const result: Tensor | AttentionWithWeights = weights ? { output: out.result, weights } : out.result;
   return { fn, args, result, buffers };
 }
 

@@ -20,6 +20,7 @@ import {
   isResizable,
   resultTensor,
   type CheckedTensor,
+  type ResultTensor,
   type Tensor,
   type TensorLike,
 } from './tensor';
@@ -112,7 +113,7 @@ interface Prepared {
   batch: number;
   tokens: number;
   twoD: boolean;
-  out: Tensor;
+  out: ResultTensor;
   out3: Tensor;
   attnOptions: AttentionOptions;
   returnWeights: boolean;
@@ -596,8 +597,8 @@ export class MultiHeadSelfAttention {
       const attended = attentionOnFusedQkv(fn, qkv, attnOpts, 'sync') as Tensor | AttentionWithWeights;
       const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
       if (o) matmul(o, this.packedOut!, { c: this.bo, out: p.out3 });
-      if (!perHead) return p.out;
-      return { output: p.out, weights: this.averageHeads(perHead, p, (a2, b2, opts) => matmul(a2, b2, opts)) };
+      if (!perHead) return p.out.result;
+      return { output: p.out.result, weights: this.averageHeads(perHead, p, (a2, b2, opts) => matmul(a2, b2, opts)) };
     } catch (e) {
       throw rename(e, fn);
     } finally {
@@ -641,14 +642,14 @@ export class MultiHeadSelfAttention {
       const attended = await (attentionOnFusedQkv(fn, qkv, attnOpts, 'async') as Promise<Tensor | AttentionWithWeights>);
       const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
       if (o) await matmulAsync(o, this.packedOut!, { c: this.bo, out: p.out3 });
-      if (!perHead) return p.out;
+      if (!perHead) return p.out.result;
       let averaged: Promise<Tensor> | undefined;
       const weights = this.averageHeads(perHead, p, (a2, b2, opts) => {
         averaged = matmulAsync(a2, b2, opts);
         return opts.out;
       });
       if (averaged) await averaged;
-      return { output: p.out, weights };
+      return { output: p.out.result, weights };
     } catch (e) {
       // An inner op names its own arguments ("a", "options.c.data"): name the caller's buffer instead.
       const lost = [...p.callerBuffers, ...this.inPlaceWeights()].find(([, view]) => view && isDetached(view));
@@ -698,8 +699,10 @@ export class MultiHeadSelfAttention {
       let shape: number[] | undefined;
       if (types.isUint8Array(kpm)) {
         pad = kpm;
-      } else if (typeof kpm === 'object' && kpm !== null && types.isUint8Array((kpm as { data?: unknown }).data)) {
-        pad = (kpm as { data: Uint8Array }).data;
+      } else if (typeof kpm === 'object' && kpm !== null) {
+        const data: unknown = (kpm as { data?: unknown }).data; // read once, checked and used
+        if (!types.isUint8Array(data)) throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·tokens bytes', kpm);
+        pad = data;
         shape = checkShape(fn, 'options.keyPaddingMask.shape', (kpm as { shape?: unknown }).shape);
       } else {
         throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·tokens bytes', kpm);

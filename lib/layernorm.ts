@@ -44,7 +44,7 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
   const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
   if (weight) buffers.push(['options.weight', weight.data]);
   if (bias) buffers.push(['options.bias', bias.data]);
-  return { fn, args, result: out, buffers };
+  return { fn, args, result: out.result, buffers };
 }
 
 /**

@@ -115,7 +115,7 @@ function matmulDescriptor(p: PreparedMatmul): Float64Array {
 export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Tensor {
   const p = prepareMatmul('matmul', a, b, options);
   native.matmul(p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulDescriptor(p));
-  return p.out;
+  return p.out.result;
 }
 
 /**
@@ -128,7 +128,7 @@ export function matmulAsync(a: TensorLike, b: TensorLike | PackedMatrix, options
     const p = prepareMatmul('matmulAsync', a, b, options);
     const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data]];
     if (p.c) buffers.push(['options.c', p.c.data]);
-    return { fn: p.fn, args: () => nativeArgs(p), result: p.out, buffers };
+    return { fn: p.fn, args: () => nativeArgs(p), result: p.out.result, buffers };
   }, (args) => native.matmul(...args));
 }
 
@@ -152,7 +152,7 @@ export const LAYER_NORM_MATMUL_MAX_K = native.layerNormMatmulMaxK;
 export function layerNormMatmul(a: TensorLike, packed: PackedMatrix, norm: RowLayerNorm, options: MatmulOptions): Tensor {
   const p = prepareMatmul('layerNormMatmul', a, packed, options);
   native.layerNormMatmul(...layerNormMatmulArgs(p, norm));
-  return p.out;
+  return p.out.result;
 }
 
 /** {@link layerNormMatmul} off the JS thread (see {@link matmulAsync}). */
@@ -168,7 +168,7 @@ export function layerNormMatmulAsync(
     if (p.c) buffers.push(['options.c', p.c.data]);
     if (norm.weight) buffers.push(['the LayerNorm weight', norm.weight.data]);
     if (norm.bias) buffers.push(['the LayerNorm bias', norm.bias.data]);
-    return { fn: p.fn, args: () => layerNormMatmulArgs(p, norm), result: p.out, buffers };
+    return { fn: p.fn, args: () => layerNormMatmulArgs(p, norm), result: p.out.result, buffers };
   }, (args) => native.layerNormMatmul(...args));
 }
 

@@ -62,14 +62,19 @@ function pump(): void {
       if (settled) return;
       settled = true;
       inFlight--;
-      // The addon kept the memory of every buffer allocated until now (async_job.cc), so a buffer
-      // transferred away mid-call cost nothing but the call's result, which is not defined.
-      const lost = firstWhere(job.buffers, isDetached);
-      if (error) job.reject(renameError(error, job.fn));
-      else if (lost !== undefined)
-        job.reject(new TypeError(`${job.fn}: ${lost} was detached while the call ran; its result is not defined`));
-      else job.resolve();
-      pump();
+      try {
+        // The addon kept the memory of every buffer allocated until now (async_job.cc), so a buffer
+        // transferred away mid-call cost nothing but the call's result, which is not defined.
+        const lost = firstWhere(job.buffers, isDetached);
+        if (error) job.reject(renameError(error, job.fn));
+        else if (lost !== undefined)
+          job.reject(new TypeError(`${job.fn}: ${lost} was detached while the call ran; its result is not defined`));
+        else job.resolve();
+      } catch (e) {
+        job.reject(e); // nothing above calls the caller's code, but the promise must settle whatever happens
+      } finally {
+        pump();
+      }
     };
     try {
       job.start(done);
@@ -110,10 +115,12 @@ export function runAsync<R>(
   invoke: (args: unknown[]) => void,
 ): Promise<R> {
   let call: ReturnType<typeof prepare>;
+  let queued: Promise<void>;
   try {
     call = prepare();
+    queued = enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done]));
   } catch (e) {
     return Promise.reject(e);
   }
-  return enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done])).then(() => call.result);
+  return queued.then(() => call.result);
 }

@@ -10,7 +10,7 @@ import { describe } from './errors';
 import { checkOptions } from './options';
 import { native } from './native';
 import { enqueue } from './queue';
-import { isDetached, type Tensor } from './tensor';
+import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Tensor } from './tensor';
 
 /** The element types {@link loadSafetensors} returns as float32 tensors. */
 export type SafetensorsFloatDtype = 'F32' | 'F16' | 'BF16';
@@ -130,7 +130,9 @@ function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefine
 function sourceBytes(fn: string, source: unknown): { bytes: Uint8Array; where: string } {
   if (types.isUint8Array(source)) {
     if (isDetached(source)) throw new TypeError(`${fn}: source is backed by a detached ArrayBuffer`);
-    return { bytes: source, where: '<buffer>' };
+    // A plain view of the same bytes, made with the engine's accessors: a subclass's buffer or
+    // byteOffset getter plays no part in where tensors are read from.
+    return { bytes: new Uint8Array(bufferOf(source), byteOffsetOf(source), byteLengthOf(source)), where: '<buffer>' };
   }
   if (types.isArrayBuffer(source)) {
     try {
@@ -173,6 +175,7 @@ function checkHeader(
   for (const [key, value] of parsed.metadata) setOwn(metadata, key, value);
   const entries = parsed.entries.map(([name, dtype, shape, begin, end]) => ({ name, dtype, shape, begin, end }));
   const chosen = opts.filter ? entries.filter((e) => opts.filter!(e.name)) : entries;
+  if (opts.filter && isDetached(bytes)) throw new TypeError(`${fn}: source was detached by options.filter`);
   for (const e of chosen) {
     if (!FLOAT_DTYPES.includes(e.dtype)) {
       throw new TypeError(

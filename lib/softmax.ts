@@ -25,7 +25,7 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
     tx.data, out.data, new Descriptor().shape(tx.shape).shape(tx.shape).number(scale).done(),
   ];
   const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
-  return { fn, args, result: out, buffers };
+  return { fn, args, result: out.result, buffers };
 }
 
 /**

@@ -29,6 +29,47 @@ export interface CheckedTensor {
   shape: number[];
 }
 
+// The engine's own accessors, taken once at load: a subclass's getter or an own property on a
+// view or its buffer cannot stand in for them (one that hid a resizable buffer from the async
+// check crashed the process). They work on views from any realm.
+function accessor(proto: object, key: string): ((this: unknown) => unknown) | undefined {
+  return Object.getOwnPropertyDescriptor(proto, key)?.get as ((this: unknown) => unknown) | undefined;
+}
+const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
+const typedArrayBuffer = accessor(typedArrayPrototype, 'buffer')!;
+const typedArrayByteOffset = accessor(typedArrayPrototype, 'byteOffset')!;
+const typedArrayByteLength = accessor(typedArrayPrototype, 'byteLength')!;
+const typedArrayLength = accessor(typedArrayPrototype, 'length')!;
+const dataViewBuffer = accessor(DataView.prototype, 'buffer')!;
+const dataViewByteOffset = accessor(DataView.prototype, 'byteOffset')!;
+const dataViewByteLength = accessor(DataView.prototype, 'byteLength')!;
+const arrayBufferResizable = accessor(ArrayBuffer.prototype, 'resizable');
+
+/** A view's buffer, as the engine knows it. */
+export function bufferOf(view: ArrayBufferView): ArrayBufferLike {
+  return (types.isDataView(view) ? dataViewBuffer : typedArrayBuffer).call(view) as ArrayBufferLike;
+}
+
+/** A view's byte offset, as the engine knows it (0 once detached). */
+export function byteOffsetOf(view: ArrayBufferView): number {
+  return (types.isDataView(view) ? dataViewByteOffset : typedArrayByteOffset).call(view) as number;
+}
+
+/** A view's byte length, as the engine knows it (0 once detached; a detached DataView reads as 0 too). */
+export function byteLengthOf(view: ArrayBufferView): number {
+  if (!types.isDataView(view)) return typedArrayByteLength.call(view) as number;
+  try {
+    return dataViewByteLength.call(view) as number;
+  } catch {
+    return 0;
+  }
+}
+
+/** A typed array's element count, as the engine knows it. */
+export function lengthOf(view: Float32Array): number {
+  return typedArrayLength.call(view) as number;
+}
+
 /**
  * True if the ArrayBuffer behind a view has been detached (transferred).
  * Node 20 has no `ArrayBuffer.prototype.detached`; a detached buffer reports
@@ -36,10 +77,9 @@ export interface CheckedTensor {
  */
 export function isDetached(view: ArrayBufferView): boolean {
   // A view with bytes cannot be over a detached buffer; checking that first
-  // skips materializing view.buffer on every call (a measurable share of a small op).
-  if (view.byteLength !== 0) return false;
-  const buffer = view.buffer;
-  if (buffer.byteLength !== 0) return false;
+  // skips materializing its buffer on every call (a measurable share of a small op).
+  if (byteLengthOf(view) !== 0) return false;
+  const buffer = bufferOf(view);
   if (types.isSharedArrayBuffer(buffer)) return false;
   try {
     new Uint8Array(buffer as ArrayBuffer);
@@ -51,7 +91,8 @@ export function isDetached(view: ArrayBufferView): boolean {
 
 /** True if the view's buffer is a resizable (non-shared) ArrayBuffer, which can shrink; a growable SharedArrayBuffer cannot. */
 export function isResizable(view: ArrayBufferView): boolean {
-  return (view.buffer as { resizable?: unknown }).resizable === true;
+  const buffer = bufferOf(view);
+  return !types.isSharedArrayBuffer(buffer) && arrayBufferResizable?.call(buffer) === true;
 }
 
 /** Element count of a shape, or -1 when it exceeds {@link MAX_ELEMENTS}. Dims must be valid. */
@@ -113,21 +154,25 @@ export function checkTensor(fn: string, arg: string, value: unknown): CheckedTen
     throw typeError(fn, arg, 'a tensor { data: Float32Array, shape: number[] }', value);
   }
   const v = value as { data?: unknown; shape?: unknown; dims?: unknown };
+  // Each field read once: a getter cannot return one value to the check and another to the call.
   // Argument names are built only for an error message: string building on
   // every call was a measurable share of a small op.
-  const data = isLiveFloat32Array(v.data) ? v.data : checkFloat32Array(fn, `${arg}.data`, v.data);
-  const useDims = v.shape === undefined && v.dims !== undefined;
-  const rawShape = useDims ? v.dims : v.shape;
+  const rawData = v.data;
+  const data = isLiveFloat32Array(rawData) ? rawData : checkFloat32Array(fn, `${arg}.data`, rawData);
+  const shapeField = v.shape;
+  const useDims = shapeField === undefined && v.dims !== undefined;
+  const rawShape = useDims ? v.dims : shapeField;
   const shape = plainShape(rawShape) ?? checkShape(fn, useDims ? `${arg}.dims` : `${arg}.shape`, rawShape);
   const n = elementCount(shape);
   const shapeName = (): string => `${arg}.${useDims ? 'dims' : 'shape'}`;
   if (n < 0) {
     throw rangeError(fn, `${shapeName()} ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
   }
-  if (n !== data.length) {
+  const length = lengthOf(data);
+  if (n !== length) {
     throw rangeError(
       fn,
-      `${arg}.data.length must equal the product of ${shapeName()} ${formatShape(shape)} = ${n}, received ${data.length}`,
+      `${arg}.data.length must equal the product of ${shapeName()} ${formatShape(shape)} = ${n}, received ${length}`,
     );
   }
   return { data, shape };
@@ -170,27 +215,38 @@ export function tensor(data: Float32Array | ArrayLike<number>, shape: readonly n
   return { data: checked.data, shape: checked.shape };
 }
 
+/** An op's output: the checked data it writes, and the object it returns (the caller's own `out`). */
+export interface ResultTensor extends CheckedTensor {
+  result: Tensor;
+}
+
 /** Allocates a result, or checks a caller-provided `out` against the expected shape. */
-export function resultTensor(fn: string, out: unknown, shape: number[]): Tensor {
+export function resultTensor(fn: string, out: unknown, shape: number[]): ResultTensor {
   const n = elementCount(shape);
   if (n < 0) throw rangeError(fn, `the result shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
-  if (out === undefined) return { data: allocateResultFloats(fn, 'the result', n), shape };
+  if (out === undefined) {
+    const data = allocateResultFloats(fn, 'the result', n);
+    return { data, shape, result: { data, shape } };
+  }
   const o = checkTensor(fn, 'options.out', out);
   if (o.shape.length !== shape.length || o.shape.some((d, i) => d !== shape[i])) {
     throw rangeError(fn, `options.out.shape must be ${formatShape(shape)}, received ${formatShape(o.shape)}`);
   }
-  return out as Tensor;
+  // The op writes o.data, the array just checked, never what out.data reads as later.
+  return { data: o.data, shape: o.shape, result: out as Tensor };
 }
 
 /** True if two views share at least one byte. */
 export function overlaps(x: ArrayBufferView, y: ArrayBufferView): boolean {
-  if (x.buffer !== y.buffer || x.byteLength === 0 || y.byteLength === 0) return false;
-  return x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+  const xLength = byteLengthOf(x), yLength = byteLengthOf(y);
+  if (xLength === 0 || yLength === 0 || bufferOf(x) !== bufferOf(y)) return false;
+  const xOffset = byteOffsetOf(x), yOffset = byteOffsetOf(y);
+  return xOffset < yOffset + yLength && yOffset < xOffset + xLength;
 }
 
 /** True if two views cover exactly the same bytes. */
 export function sameView(x: ArrayBufferView, y: ArrayBufferView): boolean {
-  return x.buffer === y.buffer && x.byteOffset === y.byteOffset && x.byteLength === y.byteLength;
+  return bufferOf(x) === bufferOf(y) && byteOffsetOf(x) === byteOffsetOf(y) && byteLengthOf(x) === byteLengthOf(y);
 }
 
 /** RangeError if `out` shares memory with `input` (an exact same view is allowed when allowSame). */

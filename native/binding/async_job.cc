@@ -234,18 +234,33 @@ bool pinsAsyncBuffers() {
 void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
                  const std::vector<Napi::Value>& keepAlive, WorkFn work) {
   EnvState* state = stateOf(env);
+#ifdef MHSA_PIN_BACKING_STORES
+  std::vector<std::shared_ptr<v8::BackingStore>> pinned;
+  for (const Napi::Value& v : keepAlive) {
+    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) continue;
+    std::shared_ptr<v8::BackingStore> store = pinBackingStore(v);
+    if (!store) continue;
+    // Shrinking a resizable buffer gives its pages back at once, pinned or not. lib/queue.ts
+    // refuses these by name first; this holds whatever reaches the addon by another route.
+    if (store->IsResizableByUserJavaScript())
+      throw Napi::TypeError::New(env, std::string(fn) +
+                                          ": a buffer is backed by a resizable ArrayBuffer; async ops need "
+                                          "fixed-length buffers");
+    pinned.push_back(std::move(store));
+  }
+#endif
   auto* job = new Job();
   job->fn = fn;
   job->work = std::move(work);
   job->state = state;
+#ifdef MHSA_PIN_BACKING_STORES
+  job->pinned = std::move(pinned);
+#endif
   for (const Napi::Value& v : keepAlive) {
     if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) continue;
     napi_ref r;
     napi_create_reference(env, v, 1, &r);
     job->refs.push_back(r);
-#ifdef MHSA_PIN_BACKING_STORES
-    if (std::shared_ptr<v8::BackingStore> store = pinBackingStore(v)) job->pinned.push_back(std::move(store));
-#endif
   }
   napi_create_reference(env, callback, 1, &job->callback);
   if (state->pending++ == 0) napi_ref_threadsafe_function(env, state->tsfn);
