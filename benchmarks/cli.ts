@@ -410,7 +410,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   const elapsed = (Date.now() - t0) / 1000;
   out(
     `${rows.filter((r) => r.status === 'ok').length} ok, ${wrong.length} wrong, ${failed.length} errors, ` +
-      `${rows.filter((r) => r.status === 'skipped').length} skipped in ${elapsed.toFixed(1)} s` +
+      `${rows.filter((r) => r.status === 'skipped').length} skipped` +
+      (notes.length > 0 ? `, ${notes.length} peer${notes.length > 1 ? 's' : ''} unavailable (see the notes above)` : '') +
+      ` in ${elapsed.toFixed(1)} s` +
       (opts.check ? '' : `; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`),
   );
 

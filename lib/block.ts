@@ -408,6 +408,9 @@ export class MultiHeadSelfAttention {
     };
     const matrix = (name: string, t: Tensor): [number, number] => {
       if (t.shape.length !== 2) throw rangeError(fn, `${key(name)} must be a 2-D [out, in] weight, received shape ${formatShape(t.shape)}`);
+      if (t.shape[0] === 0 || t.shape[1] === 0) {
+        throw rangeError(fn, `${key(name)} must be an [out, in] weight with no zero dim, received shape ${formatShape(t.shape)}`);
+      }
       return [t.shape[0], t.shape[1]];
     };
 
@@ -786,6 +789,8 @@ export class MultiHeadSelfAttention {
     mm: (a: Tensor, b: Tensor, opts: { alpha: number; out: Tensor }) => Tensor,
   ): Tensor {
     const T = p.tokens;
+    // Nothing to average (and [batch, H, T²] below may not be a valid shape when batch is 0).
+    if (p.batch === 0 || T === 0) return { data: new Float32Array(0), shape: p.twoD ? [T, T] : [p.batch, T, T] };
     const shape = p.twoD ? [T, T] : [p.batch, T, T];
     if (this.heads === 1) return { data: perHead.data, shape };
     const data = allocateFloats(`${CLASS}.forward`, 'the weights', p.batch * T * T);

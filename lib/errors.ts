@@ -15,6 +15,8 @@ export function describe(value: unknown): string {
   if (typeof value === 'bigint') return `the bigint ${value}`;
   if (typeof value === 'function') return 'a function';
   if (typeof value === 'symbol') return 'a symbol';
+  // A Proxy passes for its target under every question but the engine's own (types.isFloat32Array).
+  if (types.isProxy(value)) return 'a Proxy (typed arrays must be passed as they are)';
   if (ArrayBuffer.isView(value)) {
     const name = value.constructor?.name ?? 'ArrayBufferView';
     return 'length' in value ? `${name}(${(value as unknown as { length: number }).length})` : name;

@@ -85,6 +85,22 @@ function load(): NativeAddon {
 export const native: NativeAddon = load();
 
 /**
+ * The addon reads MHSA_ISA and MHSA_NUM_THREADS and falls back to its defaults on a value it does
+ * not know; a typo there should not pass in silence, so it is named once, as a process warning.
+ */
+function warnAboutEnvironment(env: NodeJS.ProcessEnv): void {
+  const isa = env.MHSA_ISA;
+  if (isa !== undefined && isa !== '' && !['avx512', 'avx2', 'scalar', 'generic'].includes(isa)) {
+    process.emitWarning(`MHSA_ISA=${JSON.stringify(isa)} is not avx512, avx2 or scalar; using the best the CPU has`, 'MhsaWarning');
+  }
+  const threads = env.MHSA_NUM_THREADS;
+  if (threads !== undefined && threads !== '' && !(/^\s*\+?[0-9]+$/.test(threads) && Number(threads) >= 1 && Number(threads) <= 1024)) {
+    process.emitWarning(`MHSA_NUM_THREADS=${JSON.stringify(threads)} is not a whole number from 1 to 1024; using one thread per core`, 'MhsaWarning');
+  }
+}
+warnAboutEnvironment(process.env);
+
+/**
  * Packs the numeric arguments of one native call (shapes as rank + dims,
  * flags as 0/1, scalars) into a Float64Array: one N-API round trip instead of
  * one per dim. The buffer is reused: the addon reads it before returning.

@@ -111,6 +111,17 @@ describe('mhsa-bench --peers=pytorch', () => {
     }
   }, 180_000);
 
+  test('a peer whose packages are missing is a note saying how to install them, and counted as unavailable', () => {
+    const r = bench(['--check', '--workload', 'g_sq64', '--threads', '1', '--peers=onnxruntime,tfjs-wasm'], {
+      NODE_OPTIONS: `--require ${path.join(__dirname, 'helpers', 'hide-modules.js')}`,
+      MHSA_TEST_HIDE_MODULES: 'onnxruntime-node,@tensorflow/tfjs',
+    });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/note: skipped onnxruntime: onnxruntime-node is not installed .*npm_config_onnxruntime_node_install=skip npm i onnxruntime-node onnx-proto/);
+    expect(r.stdout).toMatch(/note: skipped tfjs-wasm: @tensorflow\/tfjs is not installed .*npm i @tensorflow\/tfjs @tensorflow\/tfjs-backend-wasm/);
+    expect(r.stdout).toMatch(/1 ok, 0 wrong, 0 errors, 0 skipped, 2 peers unavailable \(see the notes above\)/);
+  }, 180_000);
+
   test('an interpreter that cannot import torch is named in the skip note, and the run still succeeds', () => {
     const r = bench(['--check', '--workload', 'g_sq64', '--threads', '1', '--peers=pytorch', '--json', '-'], {
       MHSA_BENCH_PYTHON: '/nonexistent/python3',

@@ -212,3 +212,33 @@ describe('loadSafetensors reads the bytes it was given', () => {
     expect(() => loadSafetensors(source, { filter })).toThrow(/^loadSafetensors: source was detached by options\.filter$/);
   });
 });
+
+describe('messages that say what came', () => {
+  test('a rank past 32 gives the rank received', () => {
+    const shape = new Array<number>(33).fill(1);
+    expect(() => softmax({ data: new Float32Array(1), shape })).toThrow(/^softmax: x\.shape must have from 0 to 32 dims, received 33$/);
+  });
+
+  test('a Proxy around a Float32Array is called a Proxy (was "expected a Float32Array … but received a Float32Array")', () => {
+    const data = new Proxy(new Float32Array(6), {});
+    expect(() => softmax({ data, shape: [2, 3] })).toThrow(
+      /^softmax: expected a Float32Array for x\.data but received a Proxy \(typed arrays must be passed as they are\)$/,
+    );
+  });
+
+  test('fromTorch names the weight with a zero dim (was "config.dimHead must be a positive integer")', () => {
+    for (const shape of [[0, 4], [6, 0]]) {
+      expect(() => MultiHeadSelfAttention.fromTorch({ in_proj_weight: tensor(new Float32Array(0), shape) }, { heads: 1 })).toThrow(
+        new RegExp(`^MultiHeadSelfAttention\\.fromTorch: stateDict\\["in_proj_weight"\\] must be an \\[out, in\\] weight with no zero dim, received shape \\[${shape.join(', ')}\\]$`),
+      );
+    }
+  });
+
+  test('forward with returnWeights on an empty batch of long sequences gives empty results (was a matmul shape error)', () => {
+    const block = new MultiHeadSelfAttention({ dim: 4, heads: 2, dimHead: 2, weights: { qkvWeight: random([12, 4]), outWeight: random([4, 4]) } });
+    const { output, weights } = block.forward({ data: new Float32Array(0), shape: [0, 2 ** 27, 4] }, { returnWeights: true });
+    expect(output.shape).toEqual([0, 2 ** 27, 4]);
+    expect(weights.shape).toEqual([0, 2 ** 27, 2 ** 27]);
+    expect(weights.data.length).toBe(0);
+  });
+});

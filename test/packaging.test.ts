@@ -292,6 +292,28 @@ describe('as installed from the registry', () => {
     expect(['benchmarks/bin/mhsa-bench.js', 'dist/benchmarks/peers/pytorch.js', 'benchmarks/peers/pytorch_worker.py'].filter((f) => !files.has(f))).toEqual([]);
   });
 
+  test('mhsa-bench runs dist/ as installed, though npm unpacks lib/*.ts after it (it fell back to ts-node and crashed)', () => {
+    const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
+    const files = (JSON.parse(r.stdout) as { files: { path: string }[] }[])[0].files.map((f) => f.path);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-installed-'));
+    try {
+      for (const f of files) {
+        fs.mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
+        fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
+      }
+      // As npm leaves it: every source written after its compiled form, and ts-node within reach.
+      const later = new Date(Date.now() + 60_000);
+      for (const f of files.filter((f) => f.startsWith('lib/') && f.endsWith('.ts'))) fs.utimesSync(path.join(dir, f), later, later);
+      fs.symlinkSync(path.join(ROOT, 'build'), path.join(dir, 'build'));
+      fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
+      const run = spawnSync(process.execPath, [path.join(dir, 'benchmarks', 'bin', 'mhsa-bench.js'), '--help'], { cwd: dir, encoding: 'utf8' });
+      expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(run.stdout).toContain('mhsa-bench');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('without a build (its install script skipped), require() says how to build it', () => {
     // dist/ and package.json alone, as `npm install --ignore-scripts` (or npm 12 without
     // approval) leaves the package: no build/.
@@ -323,6 +345,21 @@ describe(`info() and setNumThreads() (${ADDON})`, () => {
     expect(i.isa.length).toBeGreaterThan(0);
     expect(Number.isInteger(i.threads)).toBe(true);
     expect(i.threads).toBeGreaterThanOrEqual(1);
+  });
+
+  test('an unknown MHSA_ISA or MHSA_NUM_THREADS is named in a warning, not ignored in silence', () => {
+    const probe = (env: Record<string, string>) =>
+      spawnSync(process.execPath, ['-e', 'const i = require(".").info(); console.log(i.isa, i.threads)'], {
+        cwd: ROOT,
+        env: { ...process.env, MHSA_ISA: '', MHSA_NUM_THREADS: '', ...env },
+        encoding: 'utf8',
+      });
+    const bad = probe({ MHSA_ISA: 'avx5l2', MHSA_NUM_THREADS: 'two' });
+    expect(bad.status).toBe(0);
+    expect(bad.stderr).toContain('MhsaWarning: MHSA_ISA="avx5l2" is not avx512, avx2 or scalar');
+    expect(bad.stderr).toContain('MhsaWarning: MHSA_NUM_THREADS="two" is not a whole number from 1 to 1024');
+    const good = probe({ MHSA_ISA: 'scalar', MHSA_NUM_THREADS: '1' });
+    expect({ status: good.status, stdout: good.stdout, stderr: good.stderr }).toEqual({ status: 0, stdout: 'scalar 1\n', stderr: '' });
   });
 
   test('setNumThreads(1) takes effect and can be restored', () => {

@@ -6,7 +6,9 @@
  * Runs the compiled CLI, dist/benchmarks/cli.js (built with lib/ by `npm install`,
  * `npm run build` or `npx tsc -p tsconfig.build.json`). When that is missing or
  * older than a source file in benchmarks/ or lib/ (a checkout being edited), it runs
- * the TypeScript sources through ts-node instead, if ts-node is installed.
+ * the TypeScript sources through ts-node instead, if ts-node is installed. An installed
+ * package (no tsconfig.json: npm ships lib/*.ts, and unpacks them after dist/, so
+ * they always look newer) runs dist/ as it is.
  */
 const fs = require('node:fs');
 const path = require('node:path');
@@ -53,7 +55,12 @@ function hasTsNode() {
   }
 }
 
-const stale = fs.existsSync(compiled) ? staleSource('benchmarks') || staleSource('lib') : 'dist/benchmarks/cli.js';
+const checkout = fs.existsSync(path.join(root, 'tsconfig.json'));
+const stale = !fs.existsSync(compiled)
+  ? 'dist/benchmarks/cli.js'
+  : checkout
+    ? staleSource('benchmarks') || staleSource('lib')
+    : null;
 let cli;
 if (stale && hasTsNode()) {
   require(require.resolve('ts-node', { paths: [root] })).register({

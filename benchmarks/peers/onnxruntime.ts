@@ -215,6 +215,10 @@ function buildGraph(p: Problem, x: Inputs): Graph {
   throw new Error(`onnxruntime: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
 }
 
+/** Its postinstall downloads CUDA libraries unless told to skip, and fails offline. */
+const ORT_INSTALL_HINT =
+  'install both with `npm_config_onnxruntime_node_install=skip npm i onnxruntime-node onnx-proto`';
+
 /** Loads both packages once; null when ready, else why not. */
 let loaded: Promise<string | null> | undefined;
 function loadOrt(): Promise<string | null> {
@@ -222,12 +226,12 @@ function loadOrt(): Promise<string | null> {
     try {
       ort = require('onnxruntime-node') as OrtModule;
     } catch (e) {
-      return `onnxruntime-node is not installed (${firstLine(e)})`;
+      return `onnxruntime-node is not installed (${firstLine(e)}); ${ORT_INSTALL_HINT}`;
     }
     try {
       proto = require('onnx-proto') as OnnxProto;
     } catch (e) {
-      return `onnx-proto is not installed, needed to build the models (${firstLine(e)})`;
+      return `onnx-proto is not installed, needed to build the models (${firstLine(e)}); ${ORT_INSTALL_HINT}`;
     }
     return null;
   })();

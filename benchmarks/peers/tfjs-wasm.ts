@@ -39,6 +39,8 @@ interface Tf {
   engine(): { startScope(): void; endScope(): void };
 }
 
+const TFJS_INSTALL_HINT = 'install both with `npm i @tensorflow/tfjs @tensorflow/tfjs-backend-wasm`';
+
 let tf: Tf | undefined;
 
 /** Runs fn with console.log/warn/info silenced (tfjs prints hints when it loads in Node). */
@@ -72,13 +74,13 @@ export const tfjsWasmImpl: Impl = {
       try {
         tf = require('@tensorflow/tfjs') as Tf;
       } catch (e) {
-        err = `@tensorflow/tfjs is not installed (${firstLine(e)})`;
+        err = `@tensorflow/tfjs is not installed (${firstLine(e)}); ${TFJS_INSTALL_HINT}`;
         return;
       }
       try {
         require('@tensorflow/tfjs-backend-wasm');
       } catch (e) {
-        err = `@tensorflow/tfjs-backend-wasm is not installed (${firstLine(e)})`;
+        err = `@tensorflow/tfjs-backend-wasm is not installed (${firstLine(e)}); ${TFJS_INSTALL_HINT}`;
         return;
       }
       try {

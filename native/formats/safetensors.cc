@@ -129,6 +129,7 @@ class JsonCursor {
   bool atEnd() const { return p_ >= end_; }
   char peek() const { return p_ < end_ ? *p_ : '\0'; }
   const std::string& error() const { return error_; }
+  bool tooDeep() const { return tooDeep_; }
 
   void skipWhitespace() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
@@ -144,7 +145,10 @@ class JsonCursor {
 
   // Checks the grammar of one value and moves past it.
   bool skipValue(int depth = 0) {
-    if (depth > kMaxJsonDepth) return fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (depth > kMaxJsonDepth) {
+      tooDeep_ = true;
+      return fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
     switch (peek()) {
       case '{':
         return skipContainer('}', depth, true);
@@ -320,6 +324,7 @@ class JsonCursor {
   const char* p_;
   const char* end_;
   std::string error_;
+  bool tooDeep_ = false;
 };
 
 // What the semantic pass reports if the text stops being the JSON the syntax
@@ -436,10 +441,14 @@ Status parseEntry(const std::string& name, const Span& value, int64_t dataLength
     int64_t count = 1;
     for (const int64_t d : e->shape) count = std::min(mulSat(count, d), static_cast<int64_t>(kMaxSafeInteger));
     const int64_t needs = count * e->elementBytes;
-    if (needs != e->end - e->begin)
+    if (needs != e->end - e->begin) {
+      // The message's count in double, which does not saturate (2^80 bytes reads as ~1.2e24).
+      double exact = static_cast<double>(e->elementBytes);
+      for (const int64_t d : e->shape) exact *= static_cast<double>(d);
       return Status::rangeError(t + "shape " + shapeToString(e->shape) + " of " + e->dtype + " needs " +
-                                std::to_string(needs) + " bytes, data_offsets " + rangeText(e->begin, e->end) +
+                                formatNumber(exact) + " bytes, data_offsets " + rangeText(e->begin, e->end) +
                                 " hold " + std::to_string(e->end - e->begin));
+    }
   }
   e->name = name;
   return Status::success();
@@ -519,7 +528,12 @@ Status parseSafetensors(const uint8_t* bytes, size_t length, SafetensorsHeader* 
   JsonCursor syntax(text, text + n);
   syntax.skipWhitespace();
   const char* valueBegin = syntax.position();
-  if (!syntax.skipValue()) return Status::typeError(notJson + syntax.error() + ")");
+  if (!syntax.skipValue()) {
+    if (syntax.tooDeep())
+      return Status::rangeError("the " + std::to_string(n) + "-byte header nests deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels, more than this reader follows");
+    return Status::typeError(notJson + syntax.error() + ")");
+  }
   const Span header{valueBegin, syntax.position()};
   syntax.skipWhitespace();
   if (!syntax.atEnd())

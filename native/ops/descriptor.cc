@@ -25,7 +25,9 @@ double DescriptorReader::next(const char* arg) {
 Shape DescriptorReader::shape(const char* arg) {
   const double rank = next(arg);
   if (!(rank >= 0 && rank <= kMaxRank) || std::floor(rank) != rank) {
-    fail(std::string(fn_) + ": " + arg + " must have from 0 to 32 dims");
+    const bool whole = rank >= 0 && rank < 1e15 && std::floor(rank) == rank;
+    fail(std::string(fn_) + ": " + arg + " must have from 0 to " + std::to_string(static_cast<int>(kMaxRank)) + " dims, received " +
+         (whole ? std::to_string(static_cast<int64_t>(rank)) : std::string("a rank that is not a whole number")));
     return {};
   }
   Shape s(static_cast<size_t>(rank));

@@ -8,7 +8,7 @@
 // caller blocks behind another's work. A region ends when its tasks are done,
 // not when every helper has checked in: a helper the OS has not scheduled yet
 // (the machine busy with other processes) costs the caller nothing. Idle
-// helpers spin for at most 50 us, then sleep on a condition variable.
+// helpers spin for at most 2 ms (kSpinMicros), then sleep on a condition variable.
 #pragma once
 
 #include <cstdint>
