@@ -113,7 +113,8 @@ export function formatTable(rows: readonly Row[], opts: { markdown: boolean; che
 export function legend(withPeers: boolean): string {
   return [
     'rate: GFLOP/s (GF/s) for compute-bound work, GB/s for memory-bound work (softmax, decode)',
-    '% peak: of the FMA peak (GF/s rows) or read bandwidth (GB/s rows) measured for that thread count',
+    '% peak: of the FMA peak (GF/s rows) or DRAM read bandwidth (GB/s rows) measured for that thread count;',
+    '  a GB/s row whose data stays partly in the caches (s_512) can pass 100 %',
     'RSS MB: peak resident-set growth during the calls; rel err: ‖y − ref‖₂/‖ref‖₂ against float64 on a sample',
     ...(withPeers ? ['mhsa x: peer median / mhsa median at the same thread count (> 1: mhsa is faster)'] : []),
   ].join('\n');

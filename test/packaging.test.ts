@@ -306,7 +306,9 @@ describe('as installed from the registry', () => {
       for (const f of files.filter((f) => f.startsWith('lib/') && f.endsWith('.ts'))) fs.utimesSync(path.join(dir, f), later, later);
       fs.symlinkSync(path.join(ROOT, 'build'), path.join(dir, 'build'));
       fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
-      const run = spawnSync(process.execPath, [path.join(dir, 'benchmarks', 'bin', 'mhsa-bench.js'), '--help'], { cwd: dir, encoding: 'utf8' });
+      const env = { ...process.env };
+      delete env.MHSA_ADDON; // the copy has the install's build/ only
+      const run = spawnSync(process.execPath, [path.join(dir, 'benchmarks', 'bin', 'mhsa-bench.js'), '--help'], { cwd: dir, env, encoding: 'utf8' });
       expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
       expect(run.stdout).toContain('mhsa-bench');
     } finally {
