@@ -62,19 +62,15 @@ function pump(): void {
       if (settled) return;
       settled = true;
       inFlight--;
-      try {
-        // The addon kept the memory of every buffer allocated until now (async_job.cc), so a buffer
-        // transferred away mid-call cost nothing but the call's result, which is not defined.
-        const lost = firstWhere(job.buffers, isDetached);
-        if (error) job.reject(renameError(error, job.fn));
-        else if (lost !== undefined)
-          job.reject(new TypeError(`${job.fn}: ${lost} was detached while the call ran; its result is not defined`));
-        else job.resolve();
-      } catch (e) {
-        job.reject(e); // nothing above calls the caller's code, but the promise must settle whatever happens
-      } finally {
-        pump();
-      }
+      // The addon kept the memory of every buffer allocated until now (async_job.cc), so a buffer
+      // transferred away mid-call cost nothing but the call's result, which is not defined.
+      // isDetached asks the engine, never the caller's getters, so nothing here can throw.
+      const lost = firstWhere(job.buffers, isDetached);
+      if (error) job.reject(renameError(error, job.fn));
+      else if (lost !== undefined)
+        job.reject(new TypeError(`${job.fn}: ${lost} was detached while the call ran; its result is not defined`));
+      else job.resolve();
+      pump();
     };
     try {
       job.start(done);

@@ -43,6 +43,7 @@ const typedArrayLength = accessor(typedArrayPrototype, 'length')!;
 const dataViewBuffer = accessor(DataView.prototype, 'buffer')!;
 const dataViewByteOffset = accessor(DataView.prototype, 'byteOffset')!;
 const dataViewByteLength = accessor(DataView.prototype, 'byteLength')!;
+const arrayBufferByteLength = accessor(ArrayBuffer.prototype, 'byteLength')!;
 const arrayBufferResizable = accessor(ArrayBuffer.prototype, 'resizable');
 
 /** A view's buffer, as the engine knows it. */
@@ -80,7 +81,7 @@ export function isDetached(view: ArrayBufferView): boolean {
   // skips materializing its buffer on every call (a measurable share of a small op).
   if (byteLengthOf(view) !== 0) return false;
   const buffer = bufferOf(view);
-  if (types.isSharedArrayBuffer(buffer)) return false;
+  if (types.isSharedArrayBuffer(buffer) || arrayBufferByteLength.call(buffer) !== 0) return false;
   try {
     new Uint8Array(buffer as ArrayBuffer);
     return false;
@@ -135,7 +136,8 @@ export function checkShape(fn: string, arg: string, shape: unknown): number[] {
  * made in another realm (a vm context, a jest environment) has another realm's constructor.
  */
 function isLiveFloat32Array(data: unknown): data is Float32Array {
-  return types.isFloat32Array(data) && !isDetached(data);
+  // The typed array's own byteLength first: the common case, with no DataView test (byteLengthOf).
+  return types.isFloat32Array(data) && (typedArrayByteLength.call(data) !== 0 || !isDetached(data));
 }
 
 /** Checks a Float32Array argument: right type, not detached. */

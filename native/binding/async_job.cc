@@ -237,8 +237,7 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
 #ifdef MHSA_PIN_BACKING_STORES
   std::vector<std::shared_ptr<v8::BackingStore>> pinned;
   for (const Napi::Value& v : keepAlive) {
-    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) continue;
-    std::shared_ptr<v8::BackingStore> store = pinBackingStore(v);
+    std::shared_ptr<v8::BackingStore> store = pinBackingStore(v);  // null for null, undefined, non-buffers
     if (!store) continue;
     // Shrinking a resizable buffer gives its pages back at once, pinned or not. lib/queue.ts
     // refuses these by name first; this holds whatever reaches the addon by another route.
