@@ -327,7 +327,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   const threadsBefore = getNumThreads();
   const mhsaInfo = info();
   out(`mhsa-bench ${opts.check ? 'check' : opts.explicitWorkloads ? 'custom' : opts.suite} · ${os.cpus()[0]?.model ?? 'unknown CPU'} · ${os.cpus().length} cores · Node ${process.versions.node}`);
-  out(`info(): ${JSON.stringify(mhsaInfo)}`);
+  // info() is the pool as loaded; each row sets its own thread count (--threads).
+  out(`info() at start-up: ${JSON.stringify(mhsaInfo)}; rows run at --threads ${opts.threads.join(',')}`);
 
   const impls: Impl[] = [];
   const implInfo: { impl: string; label: string; available: boolean; note: string | null; timed: Record<string, string> }[] = [];

@@ -11,7 +11,7 @@ import { layerNorm, layerNormAsync } from './layernorm';
 import { allocateFloats, checkAllocation } from './memory';
 import { LAYER_NORM_MATMUL_MAX_K, layerNormMatmul, layerNormMatmulAsync, matmul, matmulAsync, type RowLayerNorm } from './matmul';
 import { prepack, type PackedMatrix } from './prepack';
-import { checkOptions, optBoolean } from './options';
+import { checkOptions, isRecordLike, optBoolean } from './options';
 import {
   checkNoAlias,
   checkShape,
@@ -133,9 +133,7 @@ const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps'] as const;
 
 /** Checks that value is a plain object whose defined keys are all known. */
 function checkObject(fn: string, arg: string, value: unknown, known: readonly string[]): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || ArrayBuffer.isView(value)) {
-    throw typeError(fn, arg, 'an object', value);
-  }
+  if (!isRecordLike(value)) throw typeError(fn, arg, 'an object', value);
   for (const key of Object.keys(value)) {
     if ((value as Record<string, unknown>)[key] !== undefined && !known.includes(key)) {
       throw new TypeError(`${fn}: unknown key "${key}" in ${arg}; expected one of ${known.join(', ')}`);
@@ -374,8 +372,8 @@ export class MultiHeadSelfAttention {
    */
   static fromTorch(stateDict: StateDict, options: MultiHeadSelfAttentionFromTorchOptions): MultiHeadSelfAttention {
     const fn = `${CLASS}.fromTorch`;
-    if (typeof stateDict !== 'object' || stateDict === null || Array.isArray(stateDict) || ArrayBuffer.isView(stateDict)) {
-      throw typeError(fn, 'stateDict', 'an object of tensors', stateDict);
+    if (!types.isMap(stateDict) && !isRecordLike(stateDict)) {
+      throw typeError(fn, 'stateDict', 'an object or a Map of tensors', stateDict);
     }
     if (options === undefined) throw rangeError(fn, 'options.heads is required, received no options');
     const opts = checkOptions<MultiHeadSelfAttentionFromTorchOptions>(fn, options, FROM_TORCH_KEYS);

@@ -1,4 +1,27 @@
+import { types } from 'node:util';
 import { rangeError, typeError } from './errors';
+
+/**
+ * Whether value can be read as a record of named fields: an object that is
+ * not an array, a typed array or one of the built-in containers and values
+ * whose contents are not own properties (a Map's entries, a Date's time).
+ * Such an object would pass as a record of no fields: `new Map([['causal',
+ * true]])` as attention's options would silently mean no options at all.
+ */
+export function isRecordLike(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || ArrayBuffer.isView(value)) return false;
+  return !(
+    types.isMap(value) ||
+    types.isSet(value) ||
+    types.isWeakMap(value) ||
+    types.isWeakSet(value) ||
+    types.isDate(value) ||
+    types.isRegExp(value) ||
+    types.isPromise(value) ||
+    types.isAnyArrayBuffer(value) ||
+    types.isBoxedPrimitive(value)
+  );
+}
 
 /**
  * Checks an options argument: undefined or a plain object whose defined keys
@@ -6,9 +29,7 @@ import { rangeError, typeError } from './errors';
  */
 export function checkOptions<T extends object>(fn: string, opts: unknown, known: readonly string[]): Partial<T> {
   if (opts === undefined) return {};
-  if (typeof opts !== 'object' || opts === null || Array.isArray(opts) || ArrayBuffer.isView(opts)) {
-    throw typeError(fn, 'options', 'an options object', opts);
-  }
+  if (!isRecordLike(opts)) throw typeError(fn, 'options', 'an options object', opts);
   for (const key of Object.keys(opts)) {
     if ((opts as Record<string, unknown>)[key] !== undefined && !known.includes(key)) {
       throw new TypeError(`${fn}: unknown option "${key}"; expected one of ${known.join(', ')}`);

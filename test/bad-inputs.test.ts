@@ -111,6 +111,10 @@ const NOT_OPTIONS: Array<[string, unknown]> = [
   ['a boolean', true],
   ['an array', []],
   ['a Float32Array', new Float32Array(2)],
+  // Records of no own fields, which once passed as "no options" (a Map's entries are not properties).
+  ['a Map', new Map<string, unknown>([['transposeA', true], ['scale', 2], ['causal', true]])],
+  ['a Date', new Date(0)],
+  ['a Set', new Set(['causal'])],
 ];
 const BAD_FINITE: Array<[string, unknown, ErrName, RegExp]> = [
   ['NaN', NaN, 'RangeError', /must be a finite float32 number, received NaN/],

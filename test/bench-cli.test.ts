@@ -261,6 +261,8 @@ describe('mhsa-bench --interleave', () => {
     });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/WRONG RESULT: mhsa on g_sq64/);
+    // The header's info() is the pool as loaded (2 threads here); it says what the rows run at.
+    expect(r.stdout).toMatch(/^info\(\) at start-up: \{.*"threads":\d+.*\}; rows run at --threads 1$/m);
   }, 180_000);
 });
 

@@ -594,6 +594,7 @@ describe('MultiHeadSelfAttention constructor errors', () => {
     ['eps negative', () => ({ ...good(), eps: -1 }), RangeError, /config.eps must be a finite number >= 0, received -1/],
     ['eps a string', () => ({ ...good(), eps: '1e-5' }), TypeError, /expected a number for config.eps/],
     ['weights missing', () => ({ dim, heads: 2 }), TypeError, /expected an object for config.weights but received undefined/],
+    ['weights a Map', () => ({ ...good(), weights: new Map(Object.entries(good().weights)) }), TypeError, /expected an object for config.weights but received a Map/],
     ['unknown weights key', () => ({ ...good(), weights: { ...good().weights, qkv: 1 } }), TypeError, /unknown key "qkv" in config.weights/],
     ['qkvWeight missing', () => ({ ...good(), weights: { outWeight: w(64, [8, 8]) } }), RangeError, /config.weights.qkvWeight \(\[3·inner, dim\]\) is required/],
     ['qkvWeight a Float64Array', () => ({ ...good(), weights: { ...good().weights, qkvWeight: { data: new Float64Array(192), shape: [24, 8] } } }), TypeError, /expected a Float32Array for config.weights.qkvWeight.data/],
@@ -627,7 +628,9 @@ describe('MultiHeadSelfAttention.fromTorch errors name the key', () => {
   };
   const F = 'MultiHeadSelfAttention.fromTorch';
   const rows: Array<[string, () => [unknown, unknown], ErrType, RegExp]> = [
-    ['stateDict not an object', () => [null, { heads: 4 }], TypeError, /expected an object of tensors for stateDict but received null/],
+    ['stateDict not an object', () => [null, { heads: 4 }], TypeError, /expected an object or a Map of tensors for stateDict but received null/],
+    ['stateDict a Set', () => [new Set(['in_proj_weight']), { heads: 4 }], TypeError, /expected an object or a Map of tensors for stateDict but received a Set/],
+    ['options a Map', () => [stateDict(vit()), new Map([['heads', 4]])], TypeError, /expected an options object for options but received a Map/],
     ['options missing', () => [stateDict(fx()), undefined], RangeError, /options.heads is required/],
     ['heads missing', () => [stateDict(fx()), {}], TypeError, /expected a number for options.heads but received undefined/],
     ['heads 0', () => [stateDict(fx()), { heads: 0 }], RangeError, /options.heads must be a positive integer, received 0/],

@@ -18,6 +18,7 @@ const ROOT = path.resolve(__dirname, '..');
 const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
   name: string;
   version: string;
+  license?: string;
   main?: string;
   types?: string;
   exports?: Record<string, unknown>;
@@ -290,6 +291,27 @@ describe('as installed from the registry', () => {
     expect([...files].filter((f) => f.startsWith('native/fuzz/') || f.startsWith('native/tests/'))).toEqual([]);
     // mhsa-bench runs from dist/; its pytorch peer's Python worker is not compiled there.
     expect(['benchmarks/bin/mhsa-bench.js', 'dist/benchmarks/peers/pytorch.js', 'benchmarks/peers/pytorch_worker.py'].filter((f) => !files.has(f))).toEqual([]);
+  });
+
+  test('every shipped source map points at shipped sources, and the license text ships', () => {
+    const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    const files = new Set((JSON.parse(r.stdout) as { files: { path: string }[] }[])[0].files.map((f) => f.path));
+    const maps = [...files].filter((f) => f.endsWith('.map'));
+    expect(maps.length).toBeGreaterThan(0);
+    const missing: string[] = [];
+    for (const map of maps) {
+      const { sources } = JSON.parse(fs.readFileSync(path.join(ROOT, map), 'utf8')) as { sources: string[] };
+      for (const s of sources) {
+        const shipped = path.relative(ROOT, path.resolve(ROOT, path.dirname(map), s)).split(path.sep).join('/');
+        if (!files.has(shipped)) missing.push(`${map} -> ${shipped}`);
+      }
+    }
+    expect(missing).toEqual([]);
+    expect(files.has('LICENSE')).toBe(true);
+    const license = fs.readFileSync(path.join(ROOT, 'LICENSE'), 'utf8');
+    expect(PKG.license).toBe('MIT');
+    expect(license).toMatch(/^MIT License\n/);
   });
 
   test('mhsa-bench runs dist/ as installed, though npm unpacks lib/*.ts after it (it fell back to ts-node and crashed)', () => {
