@@ -1,16 +1,22 @@
 import { types } from 'node:util';
 import { rangeError, typeError } from './errors';
 
+const objectToString = Object.prototype.toString;
+
 /**
- * Whether value can be read as a record of named fields: an object that is
- * not an array, a typed array or one of the built-in containers and values
- * whose contents are not own properties (a Map's entries, a Date's time).
- * Such an object would pass as a record of no fields: `new Map([['causal',
- * true]])` as attention's options would silently mean no options at all.
+ * Whether value can be read as a record of named fields: an object whose tag
+ * is "Object" (a literal, Object.create(null), a class instance, an object
+ * from another realm), and not a Map, Set, Date or other built-in whose
+ * contents are not own properties. Such an object would pass as a record of
+ * no fields: `new Map([['causal', true]])` as attention's options would
+ * silently mean no options at all. The tag alone can be set by the caller
+ * (Symbol.toStringTag), so the engine is asked about the common containers too.
  */
 export function isRecordLike(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || ArrayBuffer.isView(value)) return false;
+  if (typeof value !== 'object' || value === null || objectToString.call(value) !== '[object Object]') return false;
   return !(
+    Array.isArray(value) ||
+    ArrayBuffer.isView(value) ||
     types.isMap(value) ||
     types.isSet(value) ||
     types.isWeakMap(value) ||

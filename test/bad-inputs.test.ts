@@ -115,6 +115,11 @@ const NOT_OPTIONS: Array<[string, unknown]> = [
   ['a Map', new Map<string, unknown>([['transposeA', true], ['scale', 2], ['causal', true]])],
   ['a Date', new Date(0)],
   ['a Set', new Set(['causal'])],
+  ['a Proxy of a Map', new Proxy(new Map([['scale', 2]]), {})],
+  ['URLSearchParams', new URLSearchParams('scale=2')],
+  ["a Map's entries", new Map([['scale', 2]]).entries()],
+  ['an Error', new Error('causal')],
+  ['a Map tagged "Object"', Object.defineProperty(new Map([['scale', 2]]), Symbol.toStringTag, { value: 'Object' })],
 ];
 const BAD_FINITE: Array<[string, unknown, ErrName, RegExp]> = [
   ['NaN', NaN, 'RangeError', /must be a finite float32 number, received NaN/],

@@ -10,7 +10,10 @@
  *   layerNorm(t).data;            // ≈ [-1.342, -0.447]      the values, to the digits shown
  *   matmul(a, b); // { data: Float32Array [4, 5], shape: [1, 2] }
  *   block.projectOut;             // false
+ *   matmul(a, a, opts);           // a · aᵀ, shape [2, 2]      also `shape: [..]`, `logical [..]`
  *
+ * A comment on a code line that states numbers in brackets, ≈ or a boolean in
+ * any other form fails the test, so a claim cannot go unread.
  * Names an example uses without defining (block, x, w, the README's weights)
  * come from a prelude: a ViT-B-sized block with small random weights and
  * inputs of matching shapes.
@@ -18,6 +21,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { getNumThreads, setNumThreads } from '../lib';
+import { writeExampleCheckpoints } from './helpers/doc-examples';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -70,17 +75,33 @@ const INTEGERS = String.raw`\[(\d+(?:,\s*\d+)*)\]`;
  * around) the statement. Returns the line unchanged where it claims nothing
  * checkable (a shape with names in it, prose).
  */
-function withChecks(line: string, at: string, claims: { n: number }): string {
+function withChecks(line: string, at: string, claims: Claims): string {
   const code = line.replace(/\s*\/\/.*$/, '');
   const comment = line.slice(code.length).replace(/^\s*\/\/\s*/, '');
+  if (!comment || !code.trim()) return line;
+  const checked = claimCheck(code, comment, at);
+  if (checked !== null) claims.n++;
+  else if (CLAIM_LIKE.test(comment)) claims.unchecked.push(`${at}: ${line.trim()}`);
+  return checked ?? line;
+}
+
+/** A comment that states a value: a list of numbers, ≈, or a boolean. */
+const CLAIM_LIKE = /\[-?\d[\d.]*(?:,\s*-?\d[\d.]*)*\]|^≈|^(?:true|false)$/;
+
+interface Claims {
+  n: number;
+  unchecked: string[];
+}
+
+/** The line with its claim's check, or null where the comment claims nothing this reads. */
+function claimCheck(code: string, comment: string, at: string): string | null {
   const stmt = code.trim().replace(/;$/, '');
-  if (!comment || !code.trim().endsWith(';')) return line;
+  if (!code.trim().endsWith(';')) return null;
   const where = JSON.stringify(at);
   const declared = /^(?:const|let) (\w+) = /.exec(stmt);
-  const indent = /^\s*/.exec(line)![0];
+  const indent = /^\s*/.exec(code)![0];
   // A declaration is checked after it; a bare expression is evaluated once, inside the check.
   const check = (fn: string, target: string, ...args: string[]) => {
-    claims.n++;
     const call = `${fn}(${[target, ...args, where].join(', ')});`;
     return declared || target !== stmt ? `${code} ${call}` : `${indent}${call}`;
   };
@@ -91,9 +112,12 @@ function withChecks(line: string, at: string, claims: { n: number }): string {
   if (stmt.endsWith('.data') && (m = new RegExp(String.raw`^≈?\s*${NUMBERS}`).exec(comment))) {
     return check('__expectClose', stmt, JSON.stringify(m[1]));
   }
-  if ((m = new RegExp(String.raw`^(?:shape )?${INTEGERS}(?:$|[:,;\s])`).exec(comment))) {
+  // `// [2, 197, 768]: ...`, `// a · aᵀ, shape [2, 2]`, `// { data: Float32Array, shape: [2304, 768] }`,
+  // `// logical [768, 2304]` (a PackedMatrix's shape).
+  if ((m = new RegExp(String.raw`^${INTEGERS}(?:$|[:,;\s])|(?:\bshape:? |\blogical )${INTEGERS}`).exec(comment))) {
+    const shape = m[1] ?? m[2];
     const target = declared ? declared[1] : stmt.endsWith('.shape') ? stmt.slice(0, -'.shape'.length) : stmt;
-    return check('__expectShape', target, `[${m[1]}]`);
+    return check('__expectShape', target, `[${shape}]`);
   }
   // `const { output, weights } = ...; // weights [8, 197, 197]`: a name the statement binds.
   if ((m = new RegExp(String.raw`^(\w+) ${INTEGERS}(?:$|[:,;\s])`).exec(comment)) && new RegExp(String.raw`^(?:const|let) \{[^}]*\b${m[1]}\b`).test(stmt)) {
@@ -102,7 +126,7 @@ function withChecks(line: string, at: string, claims: { n: number }): string {
   if ((m = /^(true|false)$/.exec(comment.trim()))) {
     return check('__expectEqual', stmt, m[1]);
   }
-  return line;
+  return null;
 }
 
 const PRELUDE_NAMES: Record<string, string> = {
@@ -123,7 +147,7 @@ const PRELUDE_NAMES: Record<string, string> = {
 };
 
 /** The module for one example: imports, the prelude's missing names, the body with its checks. */
-function moduleSource(ex: Example, claims: { n: number }): string {
+function moduleSource(ex: Example, claims: Claims): string {
   const lib = JSON.stringify(path.join(ROOT, 'lib'));
   const imports: string[] = [];
   const body: string[] = [];
@@ -158,37 +182,38 @@ function exportedNames(): string[] {
 }
 
 const examples = [...tsdocExamples(), ...readmeExamples()];
-const claims = { n: 0 };
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-doc-examples-'));
-if (process.env.MHSA_DOC_EXAMPLES_KEEP) console.log(`doc examples written to ${dir}`);
-const modules = examples.map((ex, i) => {
-  const file = path.join(dir, `example${i}.ts`);
-  fs.writeFileSync(file, moduleSource(ex, claims));
-  return { ...ex, file };
-});
+const claims: Claims = { n: 0, unchecked: [] };
+const sources = examples.map((ex) => moduleSource(ex, claims));
 
 describe('the documentation examples', () => {
   const cwd = process.cwd();
+  const threads = getNumThreads(); // an example sets 1; later files in this worker must not inherit it
+  let dir = '';
   beforeAll(() => {
-    // The files the examples load, in the directory they run in.
-    const { writeExampleCheckpoints } = require('./helpers/doc-examples') as typeof import('./helpers/doc-examples');
+    // The modules, and the files the examples load, in the directory they run in.
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-doc-examples-'));
+    if (process.env.MHSA_DOC_EXAMPLES_KEEP) console.log(`doc examples written to ${dir}`);
+    sources.forEach((source, i) => fs.writeFileSync(path.join(dir, `example${i}.ts`), source));
     writeExampleCheckpoints(dir);
     process.chdir(dir);
   });
   afterAll(() => {
     process.chdir(cwd);
+    setNumThreads(threads);
     if (!process.env.MHSA_DOC_EXAMPLES_KEEP) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  test('are found: every TSDoc @example and README ```ts block, with their value claims', () => {
+  test('are found: every TSDoc @example and README ```ts block, every value claim checked', () => {
     // Counts at the time of writing, as floors: a parser that stops finding them fails here.
     expect(examples.filter((e) => e.where.startsWith('lib/')).length).toBeGreaterThanOrEqual(15);
     expect(examples.filter((e) => e.where.startsWith('README')).length).toBeGreaterThanOrEqual(3);
-    expect(claims.n).toBeGreaterThanOrEqual(12);
+    expect(claims.n).toBeGreaterThanOrEqual(15);
+    // A comment that states a value in a form the checks do not read (or on a line without its `;`).
+    expect(claims.unchecked).toEqual([]);
   });
 
-  test.each(modules.map((m) => [m.where, m.file]))('%s type-checks and runs', async (_where, file) => {
-    const mod = require(file) as { main: () => Promise<void> };
+  test.each(examples.map((ex, i) => [ex.where, i]))('%s type-checks and runs', async (_where, i) => {
+    const mod = require(path.join(dir, `example${i}.ts`)) as { main: () => Promise<void> };
     await mod.main();
   });
 });

@@ -300,12 +300,19 @@ describe('as installed from the registry', () => {
     const maps = [...files].filter((f) => f.endsWith('.map'));
     expect(maps.length).toBeGreaterThan(0);
     const missing: string[] = [];
+    const shippedPath = (from: string, rel: string) =>
+      path.relative(ROOT, path.resolve(ROOT, path.dirname(from), rel)).split(path.sep).join('/');
     for (const map of maps) {
-      const { sources } = JSON.parse(fs.readFileSync(path.join(ROOT, map), 'utf8')) as { sources: string[] };
+      const { sources, sourceRoot } = JSON.parse(fs.readFileSync(path.join(ROOT, map), 'utf8')) as { sources: string[]; sourceRoot?: string };
       for (const s of sources) {
-        const shipped = path.relative(ROOT, path.resolve(ROOT, path.dirname(map), s)).split(path.sep).join('/');
-        if (!files.has(shipped)) missing.push(`${map} -> ${shipped}`);
+        const source = shippedPath(map, path.join(sourceRoot ?? '', s));
+        if (!files.has(source)) missing.push(`${map} -> ${source}`);
       }
+    }
+    // And the other way: a compiled file's sourceMappingURL names a shipped map.
+    for (const js of [...files].filter((f) => f.endsWith('.js') && f.startsWith('dist/'))) {
+      const url = /\/\/# sourceMappingURL=(\S+)\s*$/.exec(fs.readFileSync(path.join(ROOT, js), 'utf8'));
+      if (url && !files.has(shippedPath(js, url[1]))) missing.push(`${js} -> ${shippedPath(js, url[1])}`);
     }
     expect(missing).toEqual([]);
     expect(files.has('LICENSE')).toBe(true);
