@@ -787,9 +787,9 @@ export class MultiHeadSelfAttention {
     mm: (a: Tensor, b: Tensor, opts: { alpha: number; out: Tensor }) => Tensor,
   ): Tensor {
     const T = p.tokens;
-    // Nothing to average (and [batch, H, T²] below may not be a valid shape when batch is 0).
-    if (p.batch === 0 || T === 0) return { data: new Float32Array(0), shape: p.twoD ? [T, T] : [p.batch, T, T] };
     const shape = p.twoD ? [T, T] : [p.batch, T, T];
+    // Nothing to average (and [batch, H, T²] below may not be a valid shape when batch is 0).
+    if (p.batch === 0 || T === 0) return { data: new Float32Array(0), shape };
     if (this.heads === 1) return { data: perHead.data, shape };
     const data = allocateFloats(`${CLASS}.forward`, 'the weights', p.batch * T * T);
     mm(this.onesHeads, { data: perHead.data, shape: [p.batch, this.heads, T * T] }, {

@@ -162,8 +162,9 @@ export function checkTensor(fn: string, arg: string, value: unknown): CheckedTen
   const rawData = v.data;
   const data = isLiveFloat32Array(rawData) ? rawData : checkFloat32Array(fn, `${arg}.data`, rawData);
   const shapeField = v.shape;
-  const useDims = shapeField === undefined && v.dims !== undefined;
-  const rawShape = useDims ? v.dims : shapeField;
+  const dimsField = shapeField === undefined ? v.dims : undefined;
+  const useDims = dimsField !== undefined;
+  const rawShape = useDims ? dimsField : shapeField;
   const shape = plainShape(rawShape) ?? checkShape(fn, useDims ? `${arg}.dims` : `${arg}.shape`, rawShape);
   const n = elementCount(shape);
   const shapeName = (): string => `${arg}.${useDims ? 'dims' : 'shape'}`;

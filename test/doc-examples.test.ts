@@ -21,7 +21,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { getNumThreads, setNumThreads } from '../lib';
+import * as mhsa from '../lib';
 import { writeExampleCheckpoints } from './helpers/doc-examples';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -161,7 +161,7 @@ function moduleSource(ex: Example, claims: Claims): string {
     .filter(([name]) => new RegExp(String.raw`\b${name}\b`).test(text) && !declares(name))
     .map(([, decl]) => decl);
   // Every export under its own name unless the example imports its own; the helpers' names start with __.
-  const all = imports.length === 0 ? [`import { ${exportedNames().join(', ')}, type Tensor, type TensorLike } from ${lib};`] : [];
+  const all = imports.length === 0 ? [`import { ${Object.keys(mhsa).sort().join(', ')}, type Tensor, type TensorLike } from ${lib};`] : [];
   return [
     '// Generated from the documentation by test/doc-examples.test.ts.',
     ...all,
@@ -175,11 +175,6 @@ function moduleSource(ex: Example, claims: Claims): string {
   ].join('\n');
 }
 
-let exportsCache: string[] | null = null;
-function exportedNames(): string[] {
-  exportsCache ??= Object.keys(require(path.join(ROOT, 'lib')) as object).sort();
-  return exportsCache;
-}
 
 const examples = [...tsdocExamples(), ...readmeExamples()];
 const claims: Claims = { n: 0, unchecked: [] };
@@ -187,7 +182,7 @@ const sources = examples.map((ex) => moduleSource(ex, claims));
 
 describe('the documentation examples', () => {
   const cwd = process.cwd();
-  const threads = getNumThreads(); // an example sets 1; later files in this worker must not inherit it
+  const threads = mhsa.getNumThreads(); // an example sets 1; later files in this worker must not inherit it
   let dir = '';
   beforeAll(() => {
     // The modules, and the files the examples load, in the directory they run in.
@@ -199,7 +194,7 @@ describe('the documentation examples', () => {
   });
   afterAll(() => {
     process.chdir(cwd);
-    setNumThreads(threads);
+    mhsa.setNumThreads(threads);
     if (!process.env.MHSA_DOC_EXAMPLES_KEEP) fs.rmSync(dir, { recursive: true, force: true });
   });
 

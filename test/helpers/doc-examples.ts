@@ -6,16 +6,15 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { MultiHeadSelfAttention, tensor, type Tensor } from '../../lib';
-import { makeRng } from './random';
+import { makeRng, randomFloat32 } from './random';
 
 const DIM = 768;
 const TOKENS = 197;
 const random = makeRng(2026);
 
 export function __random(shape: number[], scale = 0.05): Tensor {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const data = new Float32Array(n);
-  for (let i = 0; i < n; i++) data[i] = (random() - 0.5) * 2 * scale;
+  const data = randomFloat32(random, shape.reduce((a, b) => a * b, 1));
+  for (let i = 0; i < data.length; i++) data[i] *= scale;
   return tensor(data, shape);
 }
 
