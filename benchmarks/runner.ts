@@ -185,8 +185,33 @@ export async function measure(p: Prepared, opts: TimingOptions): Promise<Measure
   return timed.result(rss.growthMb());
 }
 
-/** Pause between two bursts: long enough for the last library's pool threads to stop spinning (mhsa: 2 ms). */
-const BURST_GAP_MS = 20;
+/**
+ * The pause between two bursts: at least BURST_GAP_MIN_MS, then until this
+ * process has used less than BURST_QUIET_CPU_MS of CPU over one
+ * BURST_QUIET_WINDOW_MS window (a fifth of a core), at most BURST_GAP_MAX_MS.
+ * A library's pool threads spin for a while after a call: mhsa's for 2 ms,
+ * onnxruntime's intra-op worker for ~40 ms (measured: a core's worth of CPU in
+ * each window up to 40 ms after a session.run, on every workload tried). A
+ * fixed 20 ms gap let each burst after onnxruntime's start with one of two
+ * cores still taken by its spinning (RESULTS.md, entry 97).
+ */
+const BURST_GAP_MIN_MS = 20;
+const BURST_GAP_MAX_MS = 250;
+const BURST_QUIET_WINDOW_MS = 5;
+const BURST_QUIET_CPU_MS = 1;
+
+/** Waits out the previous burst's spinning threads (see BURST_GAP_MIN_MS); returns the gap's length in ms. */
+export async function burstGap(): Promise<number> {
+  const start = performance.now();
+  await sleep(BURST_GAP_MIN_MS);
+  while (performance.now() - start < BURST_GAP_MAX_MS) {
+    const before = process.cpuUsage();
+    await sleep(BURST_QUIET_WINDOW_MS);
+    const used = process.cpuUsage(before);
+    if (used.user + used.system < BURST_QUIET_CPU_MS * 1000) break;
+  }
+  return performance.now() - start;
+}
 
 /**
  * Times several implementations of one problem in alternating bursts (--interleave):
@@ -195,9 +220,11 @@ const BURST_GAP_MS = 20;
  * until every implementation has what {@link measure} would require. On a
  * shared machine whose speed drifts over seconds, each implementation then
  * sees the same drift, so the ratios are not decided by which one ran during
- * a slow spell. Each burst starts after a pause and one untimed call (for
- * calls under 20 ms), so neither the previous library's spinning threads nor
- * its cache footprint lands in the timings. RSS growth is measured during each
+ * a slow spell. Each burst starts after a pause (burstGap: until the previous
+ * library's threads stop spinning) and one untimed call (for calls under
+ * 20 ms), so neither the previous library's spinning threads nor its cache
+ * footprint lands in the timings. A peer that computes in another process
+ * (pytorch's worker) is not watched by burstGap: it gets the minimum pause. RSS growth is measured during each
  * implementation's warm-up, which runs alone.
  */
 export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOptions): Promise<Measurement[]> {
@@ -218,7 +245,7 @@ export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOp
     for (const i of order) {
       const t = timed[i];
       if (t.done()) continue;
-      await sleep(BURST_GAP_MS);
+      await burstGap();
       if (t.samples.length === 0 || t.total / t.samples.length < 20) {
         ps[i].beforeRun?.();
         await call(ps[i]);

@@ -9,12 +9,13 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { parseArgs, UsageError } from '../benchmarks/args';
 import { makeInputs } from '../benchmarks/data';
 import { pytorchImpl } from '../benchmarks/peers/pytorch';
 import type { Prepared } from '../benchmarks/peers/types';
 import { buildReference, relativeError } from '../benchmarks/reference';
-import { measure } from '../benchmarks/runner';
+import { burstGap, measure } from '../benchmarks/runner';
 import { outputLength, WORKLOADS } from '../benchmarks/workloads';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -231,6 +232,22 @@ describe('the runner', () => {
     };
     const m = await measure(p, { minTime: 0.01, repeat: 3 });
     expect(m.rssMb).toBeGreaterThanOrEqual(8 * (m.samples.length + 1));
+  }, 30_000);
+});
+
+describe('the pause between interleaved bursts', () => {
+  test('waits while another thread of this process still spins, and not much longer', async () => {
+    // A thread busy for 120 ms from now, as a library's pool winding down after a call.
+    const spinner = new Worker('const end = Date.now() + 120; while (Date.now() < end) {}', { eval: true });
+    const exited = new Promise((resolve) => spinner.once('exit', resolve));
+    await new Promise((resolve) => spinner.once('online', resolve));
+    const busy = await burstGap();
+    await exited;
+    expect(busy).toBeGreaterThanOrEqual(90);
+    expect(busy).toBeLessThan(400);
+    const quiet = Math.min(await burstGap(), await burstGap(), await burstGap());
+    expect(quiet).toBeGreaterThanOrEqual(20);
+    expect(quiet).toBeLessThan(90);
   }, 30_000);
 });
 
