@@ -187,28 +187,42 @@ export async function measure(p: Prepared, opts: TimingOptions): Promise<Measure
 
 /**
  * The pause between two bursts: at least BURST_GAP_MIN_MS, then until this
- * process has used less than BURST_QUIET_CPU_MS of CPU over one
- * BURST_QUIET_WINDOW_MS window (a fifth of a core), at most BURST_GAP_MAX_MS.
- * A library's pool threads spin for a while after a call: mhsa's for 2 ms,
- * onnxruntime's intra-op worker for ~40 ms (measured: a core's worth of CPU in
- * each window up to 40 ms after a session.run, on every workload tried). A
- * fixed 20 ms gap let each burst after onnxruntime's start with one of two
- * cores still taken by its spinning (RESULTS.md, entry 97).
+ * process has used less than a fifth of a core over the last
+ * BURST_QUIET_SPAN_MS, and about BURST_GAP_MAX_MS at most. A library's pool
+ * threads spin for a while after a call: mhsa's for 2 ms, onnxruntime's
+ * intra-op worker for ~40 ms (measured: a core's worth of CPU in each window up
+ * to 40 ms after a session.run, on every workload tried). A fixed 20 ms gap
+ * let each burst after onnxruntime's start with one of two cores still taken
+ * by its spinning (RESULTS.md, entry 97). The span is longer than the clock
+ * tick at which the kernel adds up a thread running on another core (4 ms
+ * here, 10 ms on some kernels; Windows updates process times every 15.6 ms),
+ * so a spinning thread cannot read as quiet between two ticks.
  */
 const BURST_GAP_MIN_MS = 20;
 const BURST_GAP_MAX_MS = 250;
-const BURST_QUIET_WINDOW_MS = 5;
-const BURST_QUIET_CPU_MS = 1;
+const BURST_QUIET_SPAN_MS = 20;
+const BURST_QUIET_POLL_MS = 5;
+const BURST_QUIET_SHARE = 0.2;
 
 /** Waits out the previous burst's spinning threads (see BURST_GAP_MIN_MS); returns the gap's length in ms. */
 export async function burstGap(): Promise<number> {
+  const cpuMs = (): number => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
   const start = performance.now();
-  await sleep(BURST_GAP_MIN_MS);
-  while (performance.now() - start < BURST_GAP_MAX_MS) {
-    const before = process.cpuUsage();
-    await sleep(BURST_QUIET_WINDOW_MS);
-    const used = process.cpuUsage(before);
-    if (used.user + used.system < BURST_QUIET_CPU_MS * 1000) break;
+  const samples = [{ at: start, cpu: cpuMs() }];
+  for (;;) {
+    await sleep(BURST_QUIET_POLL_MS);
+    const now = { at: performance.now(), cpu: cpuMs() };
+    samples.push(now);
+    const elapsed = now.at - start;
+    if (elapsed >= BURST_GAP_MAX_MS) break;
+    if (elapsed < BURST_GAP_MIN_MS) continue;
+    // The latest sample at least a span back (the first one always is, once the minimum has passed).
+    let from = samples[0];
+    for (const s of samples) if (now.at - s.at >= BURST_QUIET_SPAN_MS) from = s;
+    if (now.cpu - from.cpu < BURST_QUIET_SHARE * (now.at - from.at)) break;
   }
   return performance.now() - start;
 }
@@ -224,7 +238,7 @@ export async function burstGap(): Promise<number> {
  * library's threads stop spinning) and one untimed call (for calls under
  * 20 ms), so neither the previous library's spinning threads nor its cache
  * footprint lands in the timings. A peer that computes in another process
- * (pytorch's worker) is not watched by burstGap: it gets the minimum pause. RSS growth is measured during each
+ * (pytorch's worker) is not watched by burstGap: it gets the minimum pause, 20-25 ms. RSS growth is measured during each
  * implementation's warm-up, which runs alone.
  */
 export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOptions): Promise<Measurement[]> {

@@ -237,14 +237,19 @@ describe('the runner', () => {
 
 describe('the pause between interleaved bursts', () => {
   test('waits while another thread of this process still spins, and not much longer', async () => {
-    // A thread busy for 120 ms from now, as a library's pool winding down after a call.
-    const spinner = new Worker('const end = Date.now() + 120; while (Date.now() < end) {}', { eval: true });
-    const exited = new Promise((resolve) => spinner.once('exit', resolve));
-    await new Promise((resolve) => spinner.once('online', resolve));
-    const busy = await burstGap();
-    await exited;
-    expect(busy).toBeGreaterThanOrEqual(90);
-    expect(busy).toBeLessThan(400);
+    // A thread busy for 120 ms of wall time, as a library's pool winding down after a call. When
+    // other processes keep it off the cores for a whole span, the pause rightly ends early: the
+    // longest of three tries must still see it (a fixed 20 ms pause measures ~20 ms every time).
+    const pauses: number[] = [];
+    for (let attempt = 0; attempt < 3 && Math.max(0, ...pauses) < 90; attempt++) {
+      const spinner = new Worker('const end = Date.now() + 120; while (Date.now() < end) {}', { eval: true });
+      const exited = new Promise((resolve) => spinner.once('exit', resolve));
+      await new Promise((resolve) => spinner.once('online', resolve));
+      pauses.push(await burstGap());
+      await exited;
+    }
+    expect(Math.max(...pauses)).toBeGreaterThanOrEqual(90);
+    expect(Math.max(...pauses)).toBeLessThan(400);
     const quiet = Math.min(await burstGap(), await burstGap(), await burstGap());
     expect(quiet).toBeGreaterThanOrEqual(20);
     expect(quiet).toBeLessThan(90);
