@@ -238,8 +238,9 @@ export async function burstGap(): Promise<number> {
  * library's threads stop spinning) and one untimed call (for calls under
  * 20 ms), so neither the previous library's spinning threads nor its cache
  * footprint lands in the timings. A peer that computes in another process
- * (pytorch's worker) is not watched by burstGap: it gets the minimum pause, 20-25 ms. RSS growth is measured during each
- * implementation's warm-up, which runs alone.
+ * (pytorch's worker) is not watched by burstGap and gets its minimum pause.
+ * RSS growth is measured during each implementation's warm-up, which runs
+ * alone.
  */
 export async function measureInterleaved(ps: readonly Prepared[], opts: TimingOptions): Promise<Measurement[]> {
   const rssMb: number[] = [];
