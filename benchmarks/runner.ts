@@ -98,6 +98,37 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+const QUIET_POLL_MS = 5;
+
+/**
+ * Waits at least minMs, then until this process has used less than `share`
+ * of a core over the last spanMs, or about maxMs in all; returns the wait in
+ * ms. The span should be longer than the clock tick at which the kernel adds
+ * up a thread running on another core (4 ms here, 10 ms on some kernels;
+ * Windows updates process times every 15.6 ms), so that a spinning thread
+ * cannot read as idle between two ticks.
+ */
+async function untilQuiet(minMs: number, spanMs: number, share: number, maxMs: number): Promise<number> {
+  const cpuMs = (): number => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  const start = performance.now();
+  // Samples every QUIET_POLL_MS, the first of them the latest at least a span old.
+  const samples = [{ at: start, cpu: cpuMs() }];
+  for (;;) {
+    await sleep(QUIET_POLL_MS);
+    const now = { at: performance.now(), cpu: cpuMs() };
+    samples.push(now);
+    while (samples.length > 2 && now.at - samples[1].at >= spanMs) samples.shift();
+    const elapsed = now.at - start;
+    if (elapsed >= maxMs) break;
+    const from = samples[0];
+    if (elapsed >= minMs && now.at - from.at >= spanMs && now.cpu - from.cpu < share * (now.at - from.at)) break;
+  }
+  return performance.now() - start;
+}
+
 /**
  * Collects garbage, then waits (up to 2 s) until this process is quiet: less
  * than 10% of a core of its own CPU time over 100 ms. A previous row's leftovers
@@ -107,12 +138,7 @@ function sleep(ms: number): Promise<void> {
  */
 export async function settle(): Promise<void> {
   fullGc?.();
-  for (let i = 0; i < 20; i++) {
-    const before = process.cpuUsage();
-    await sleep(100);
-    const used = process.cpuUsage(before);
-    if (used.user + used.system < 10_000) return;
-  }
+  await untilQuiet(0, 100, 0.1, 2000);
 }
 
 /** Warm-up: at least one call (first-call allocations, JIT, thread start), up to ~20% of min-time. */
@@ -186,45 +212,17 @@ export async function measure(p: Prepared, opts: TimingOptions): Promise<Measure
 }
 
 /**
- * The pause between two bursts: at least BURST_GAP_MIN_MS, then until this
- * process has used less than a fifth of a core over the last
- * BURST_QUIET_SPAN_MS, and about BURST_GAP_MAX_MS at most. A library's pool
- * threads spin for a while after a call: mhsa's for 2 ms, onnxruntime's
- * intra-op worker for ~40 ms (measured: a core's worth of CPU in each window up
- * to 40 ms after a session.run, on every workload tried). A fixed 20 ms gap
- * let each burst after onnxruntime's start with one of two cores still taken
- * by its spinning (RESULTS.md, entry 97). The span is longer than the clock
- * tick at which the kernel adds up a thread running on another core (4 ms
- * here, 10 ms on some kernels; Windows updates process times every 15.6 ms),
- * so a spinning thread cannot read as quiet between two ticks.
+ * The pause between two bursts (see untilQuiet): at least 20 ms, then until
+ * this process has used under a fifth of a core over the last 20 ms, 250 ms at
+ * most; returns its length in ms. A library's pool threads spin for a while
+ * after a call: mhsa's for 2 ms, onnxruntime's intra-op worker for ~40 ms
+ * (measured: a core's worth of CPU in each window up to 40 ms after a
+ * session.run, on every workload tried). A fixed 20 ms gap let each burst
+ * after onnxruntime's start with one of two cores still taken by its spinning
+ * (RESULTS.md, entry 97).
  */
-const BURST_GAP_MIN_MS = 20;
-const BURST_GAP_MAX_MS = 250;
-const BURST_QUIET_SPAN_MS = 20;
-const BURST_QUIET_POLL_MS = 5;
-const BURST_QUIET_SHARE = 0.2;
-
-/** Waits out the previous burst's spinning threads (see BURST_GAP_MIN_MS); returns the gap's length in ms. */
-export async function burstGap(): Promise<number> {
-  const cpuMs = (): number => {
-    const u = process.cpuUsage();
-    return (u.user + u.system) / 1000;
-  };
-  const start = performance.now();
-  const samples = [{ at: start, cpu: cpuMs() }];
-  for (;;) {
-    await sleep(BURST_QUIET_POLL_MS);
-    const now = { at: performance.now(), cpu: cpuMs() };
-    samples.push(now);
-    const elapsed = now.at - start;
-    if (elapsed >= BURST_GAP_MAX_MS) break;
-    if (elapsed < BURST_GAP_MIN_MS) continue;
-    // The latest sample at least a span back (the first one always is, once the minimum has passed).
-    let from = samples[0];
-    for (const s of samples) if (now.at - s.at >= BURST_QUIET_SPAN_MS) from = s;
-    if (now.cpu - from.cpu < BURST_QUIET_SHARE * (now.at - from.at)) break;
-  }
-  return performance.now() - start;
+export function burstGap(): Promise<number> {
+  return untilQuiet(20, 20, 0.2, 250);
 }
 
 /**
