@@ -2,7 +2,7 @@ import { types } from 'node:util';
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
-import { Descriptor, native } from './native';
+import { Descriptor, native, type NativeStage } from './native';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
 import { runAsync, type NamedBuffer } from './queue';
 import {
@@ -269,8 +269,8 @@ function prepareAttention(
 
   // Only checked values from here on (out.data too): no getter of the caller's runs while the
   // shared Descriptor is filled, so no nested call can overwrite it.
-  const args = (): unknown[] => {
-    const d = new Descriptor()
+  const args = (stage?: number): unknown[] => {
+    const d = new Descriptor(stage)
       .number(LAYOUT_CODE[layout]).shape(qs).shape(ks).shape(vs).shape(out4)
       .flag(scale !== undefined).number(scale ?? 0).flag(causal).shape(maskArgs[1]);
     if (strided) d.number(tokenStride).number(tokenStride).number(tokenStride);
@@ -329,27 +329,23 @@ export function attention(
 /**
  * Attention on a fused QKV projection output [batch, seq, 3·inner] (q, k and
  * v side by side in each token's row, as `x·W_qkvᵀ` gives them), read in
- * place through a token stride of 3·inner: no split copies. For
- * MultiHeadSelfAttention; options as {@link attention}'s 3-D form (heads required).
+ * place through a token stride of 3·inner: no split copies. Checked now, run
+ * later as a stage of native.sequence. For MultiHeadSelfAttention; options
+ * as {@link attention}'s 3-D form (heads required); `result` is what
+ * attention would return.
  * @internal
  */
-export function attentionOnFusedQkv(
+export function attentionOnFusedQkvStage(
   fn: string,
   qkv: Tensor,
   options: AttentionOptions,
-  run: 'sync' | 'async',
-): Tensor | AttentionWithWeights | Promise<Tensor | AttentionWithWeights> {
+): { stage: NativeStage; result: Tensor | AttentionWithWeights } {
   const [batch, seq, width] = qkv.shape;
   const inner = width / 3;
   const span = tokenSpan(batch * seq, inner, width);
   const view = (i: number): Tensor => ({ data: qkv.data.subarray(i * inner, i * inner + span), shape: [batch, seq, inner] });
-  const [q, k, v] = [view(0), view(1), view(2)];
-  if (run === 'async') {
-    return runAsync(() => prepareAttention(fn, q, k, v, options, width), (args) => native.attention(...args));
-  }
-  const call = prepareAttention(fn, q, k, v, options, width);
-  native.attention(...call.args());
-  return call.result;
+  const call = prepareAttention(fn, view(0), view(1), view(2), options, width);
+  return { stage: { kind: 'attention', args: call.args }, result: call.result };
 }
 
 /** {@link attention} computed off the JS thread; invalid arguments reject the promise. */

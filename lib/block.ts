@@ -1,15 +1,18 @@
 /**
  * The multi-head self-attention block of seed 004 (the ViT attention module),
  * composed from the native ops: optional pre-LayerNorm → QKV projection →
- * attention over heads → output projection. No math on tensor data runs in JS.
+ * attention over heads → output projection, run as one native.sequence call.
+ * No math on tensor data runs in JS.
  */
 import { types } from 'node:util';
-import { attentionOnFusedQkv, type AttentionOptions, type AttentionWithWeights } from './attention';
+import { attentionOnFusedQkvStage, type AttentionOptions, type AttentionWithWeights } from './attention';
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
-import { layerNorm, layerNormAsync } from './layernorm';
+import { layerNormStage } from './layernorm';
 import { allocateFloats, checkAllocation } from './memory';
-import { LAYER_NORM_MATMUL_MAX_K, layerNormMatmul, layerNormMatmulAsync, matmul, matmulAsync, type RowLayerNorm } from './matmul';
+import { LAYER_NORM_MATMUL_MAX_K, layerNormMatmulStage, matmulStage, type RowLayerNorm } from './matmul';
+import { native, sequenceArgs, type NativeCallback, type NativeStage } from './native';
+import { runAsync, type NamedBuffer } from './queue';
 import { prepack, type PackedMatrix } from './prepack';
 import { checkOptions, isRecordLike, optBoolean } from './options';
 import {
@@ -105,6 +108,29 @@ export type StateDict = Readonly<Record<string, TensorLike>> | ReadonlyMap<strin
 interface Workspace {
   rows: number;
   buffer: Float32Array;
+  /** The last synchronous forward's stages over this buffer, for the next call of the same shapes. */
+  plan?: CachedPlan;
+}
+
+/** Where a caller's buffer goes in native.sequence's arguments: stages[stage][1 + arg]. */
+type Slot = readonly [stage: number, arg: number];
+
+/**
+ * A forward pass's checked native arguments, kept by its workspace. Only the
+ * caller's buffers differ from one call of the same shapes and options to
+ * the next; the rest (the workspace's views, the weights, the descriptors)
+ * would be rebuilt and checked again identically. Building them took 50-100 µs
+ * of a 5 ms block (RESULTS.md, entry 101).
+ */
+interface CachedPlan {
+  /** Shapes and options it was made for (planKey). */
+  key: string;
+  /** native.sequence's argument, its descriptors copied out of the shared buffer. */
+  stages: unknown[][];
+  x: Slot;
+  out: Slot;
+  mask?: Slot;
+  pad?: Slot;
 }
 
 interface Prepared {
@@ -587,19 +613,16 @@ export class MultiHeadSelfAttention {
     const p = this.prepare(fn, x, options, 'sync');
     const ws = this.acquire(p.rows);
     try {
-      const [xn, qkv, o] = this.views(ws, p);
-      if (this.fusedNorm) {
-        layerNormMatmul(p.x, this.packedQkv, this.fusedNorm, { c: this.bqkv, out: qkv });
-      } else {
-        const a = xn ? layerNorm(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-        matmul(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      const cached = this.cachedStages(p, ws);
+      if (cached) {
+        native.sequence(cached);
+        return p.out.result;
       }
-      const attnOpts = { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights };
-      const attended = attentionOnFusedQkv(fn, qkv, attnOpts, 'sync') as Tensor | AttentionWithWeights;
-      const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
-      if (o) matmul(o, this.packedOut!, { c: this.bo, out: p.out3 });
-      if (!perHead) return p.out.result;
-      return { output: p.out.result, weights: this.averageHeads(perHead, p, (a2, b2, opts) => matmul(a2, b2, opts)) };
+      const { stages, result, slots } = this.plan(fn, p, ws);
+      const args = sequenceArgs(stages);
+      ws.plan = p.returnWeights ? undefined : { key: planKey(p), stages: ownDescriptors(args), ...slots };
+      native.sequence(args);
+      return result;
     } catch (e) {
       throw rename(e, fn);
     } finally {
@@ -632,25 +655,24 @@ export class MultiHeadSelfAttention {
     const p = this.prepare(fn, x, options, 'async'); // throws inside the async function: a rejection
     const ws = this.acquire(p.rows);
     try {
-      const [xn, qkv, o] = this.views(ws, p);
-      if (this.fusedNorm) {
-        await layerNormMatmulAsync(p.x, this.packedQkv, this.fusedNorm, { c: this.bqkv, out: qkv });
-      } else {
-        const a = xn ? await layerNormAsync(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }) : p.x;
-        await matmulAsync(a, this.packedQkv, { c: this.bqkv, out: qkv });
+      let stages = this.cachedStages(p, ws);
+      let result: Tensor | MultiHeadSelfAttentionWithWeights = p.out.result;
+      if (!stages) {
+        const planned = this.plan(fn, p, ws);
+        // Owned descriptors: the job may start after other ops have reused the shared buffer.
+        stages = ownDescriptors(sequenceArgs(planned.stages));
+        result = planned.result;
+        ws.plan = p.returnWeights ? undefined : { key: planKey(p), stages, ...planned.slots };
       }
-      const attnOpts = { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights };
-      const attended = await (attentionOnFusedQkv(fn, qkv, attnOpts, 'async') as Promise<Tensor | AttentionWithWeights>);
-      const perHead = p.returnWeights ? (attended as AttentionWithWeights).weights : undefined;
-      if (o) await matmulAsync(o, this.packedOut!, { c: this.bo, out: p.out3 });
-      if (!perHead) return p.out.result;
-      let averaged: Promise<Tensor> | undefined;
-      const weights = this.averageHeads(perHead, p, (a2, b2, opts) => {
-        averaged = matmulAsync(a2, b2, opts);
-        return opts.out;
-      });
-      if (averaged) await averaged;
-      return { output: p.out.result, weights };
+      // What the caller could detach while the job waits: its own buffers and the weights read in place.
+      const buffers: NamedBuffer[] = [...p.callerBuffers];
+      for (const [name, view] of this.inPlaceWeights()) if (view) buffers.push([name, view]);
+      const args = stages;
+      await runAsync(
+        () => ({ fn, args: () => [args], result, buffers }),
+        (a) => native.sequence(a[0] as unknown[][], a[1] as NativeCallback),
+      );
+      return result;
     } catch (e) {
       // An inner op names its own arguments ("a", "options.c.data"): name the caller's buffer instead.
       const lost = [...p.callerBuffers, ...this.inPlaceWeights()].find(([, view]) => view && isDetached(view));
@@ -780,6 +802,60 @@ export class MultiHeadSelfAttention {
     ];
   }
 
+  /**
+   * The stages of one forward pass, each checked, none run: LayerNorm and the
+   * QKV projection (one stage when the LayerNorm is fused into it), attention
+   * on the fused QKV output, the output projection, and with returnWeights the
+   * average of the heads' weights. One native.sequence call then runs them
+   * all, with no return to JS in between: between two calls, a block at batch 1
+   * spent 80-180 µs re-entering JS (RESULTS.md, entry 101).
+   */
+  private plan(
+    fn: string,
+    p: Prepared,
+    ws: Workspace,
+  ): { stages: NativeStage[]; result: Tensor | MultiHeadSelfAttentionWithWeights; slots: Pick<CachedPlan, 'x' | 'out' | 'mask' | 'pad'> } {
+    const [xn, qkv, o] = this.views(ws, p);
+    const stages: NativeStage[] = [];
+    if (this.fusedNorm) {
+      stages.push(layerNormMatmulStage(p.x, this.packedQkv, this.fusedNorm, { c: this.bqkv, out: qkv }));
+    } else {
+      if (xn) stages.push(layerNormStage(p.x, { weight: this.normWeight, bias: this.normBias, eps: this.eps, out: xn }));
+      stages.push(matmulStage(xn ?? p.x, this.packedQkv, { c: this.bqkv, out: qkv }));
+    }
+    const attended = attentionOnFusedQkvStage(fn, qkv, { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights });
+    const att = stages.push(attended.stage) - 1;
+    if (o) stages.push(matmulStage(o, this.packedOut!, { c: this.bo, out: p.out3 }));
+    // Argument positions as in native/binding/bindings.h: a or x first, out fourth or second; attention's mask and keyPaddingMask fifth and sixth.
+    const slots = {
+      x: [0, 0] as const,
+      out: o ? ([stages.length - 1, 3] as const) : ([att, 3] as const),
+      mask: p.attnOptions.mask ? ([att, 4] as const) : undefined,
+      pad: p.attnOptions.keyPaddingMask ? ([att, 5] as const) : undefined,
+    };
+    if (!p.returnWeights) return { stages, result: p.out.result, slots };
+    const perHead = (attended.result as AttentionWithWeights).weights;
+    const weights = this.averageHeads(perHead, p, (a, b, opts) => {
+      stages.push(matmulStage(a, b, opts));
+      return opts.out;
+    });
+    return { stages, result: { output: p.out.result, weights }, slots };
+  }
+
+  /** The workspace's cached stages with this call's buffers in place, if they were made for p's shapes and options. */
+  private cachedStages(p: Prepared, ws: Workspace): unknown[][] | undefined {
+    const plan = ws.plan;
+    if (plan === undefined || p.returnWeights || plan.key !== planKey(p)) return undefined;
+    const put = (slot: Slot | undefined, buffer: ArrayBufferView | undefined) => {
+      if (slot) plan.stages[slot[0]][1 + slot[1]] = buffer;
+    };
+    put(plan.x, p.x.data);
+    put(plan.out, p.out.data);
+    put(plan.mask, (p.attnOptions.mask as CheckedTensor | undefined)?.data);
+    put(plan.pad, p.attnOptions.keyPaddingMask as Uint8Array | undefined);
+    return plan.stages;
+  }
+
   /** Head-averaged weights [batch, tokens, tokens]: (1/H)·ones[1, H] · W viewed as [batch, H, tokens²]. */
   private averageHeads(
     perHead: Tensor,
@@ -805,6 +881,7 @@ export class MultiHeadSelfAttention {
     if (ws.rows < rows) {
       ws.buffer = allocateFloats(`${CLASS}.forward`, 'the workspace', rows * this.rowFloats());
       ws.rows = rows;
+      ws.plan = undefined;
     }
     return ws;
   }
@@ -875,6 +952,17 @@ export class MultiHeadSelfAttention {
     return `${CLASS}(dim=${this.dim}, heads=${this.heads}, dimHead=${this.dimHead}` +
       `${this.hasNorm ? ', norm' : ''}${this.projectOut ? ', out' : ''})`;
   }
+}
+
+/** What a cached plan depends on besides the workspace: the shapes, and the options that reach a descriptor. */
+function planKey(p: Prepared): string {
+  const mask = p.attnOptions.mask as CheckedTensor | undefined;
+  return `${p.batch},${p.tokens},${p.attnOptions.causal ? 1 : 0},${mask ? mask.shape.join('x') : '-'},${p.attnOptions.keyPaddingMask ? 1 : 0}`;
+}
+
+/** sequenceArgs' stages with each descriptor copied out of the shared buffer, so they can be passed again later. */
+function ownDescriptors(stages: unknown[][]): unknown[][] {
+  return stages.map((stage) => stage.map((arg) => (arg instanceof Float64Array ? arg.slice() : arg)));
 }
 
 /** For an error message: prefixes under which some key names a known QKV weight. */

@@ -1,5 +1,5 @@
 import { formatShape, rangeError } from './errors';
-import { Descriptor, native } from './native';
+import { Descriptor, native, type NativeStage } from './native';
 import { checkOptions, optFiniteNumber } from './options';
 import { runAsync, type NamedBuffer } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
@@ -37,9 +37,9 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
   checkNoAlias(fn, 'options.out', out.data, 'options.weight', weight?.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.bias', bias?.data);
-  const args = (): unknown[] => [
+  const args = (stage?: number): unknown[] => [
     tx.data, out.data, weight ? weight.data : null, bias ? bias.data : null,
-    new Descriptor().shape(tx.shape).shape(tx.shape).number(eps).done(),
+    new Descriptor(stage).shape(tx.shape).shape(tx.shape).number(eps).done(),
   ];
   const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
   if (weight) buffers.push(['options.weight', weight.data]);
@@ -59,6 +59,12 @@ export function layerNorm(x: TensorLike, options?: LayerNormOptions): Tensor {
   const call = prepareLayerNorm('layerNorm', x, options);
   native.layerNorm(...call.args());
   return call.result;
+}
+
+/** Internal (MultiHeadSelfAttention's stages): {@link layerNorm} checked now, for a native.sequence call. */
+export function layerNormStage(x: TensorLike, options?: LayerNormOptions): NativeStage {
+  const call = prepareLayerNorm('layerNorm', x, options);
+  return { kind: 'layerNorm', args: call.args };
 }
 
 /** {@link layerNorm} computed off the JS thread; invalid arguments reject the promise. */

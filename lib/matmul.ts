@@ -1,6 +1,6 @@
 import { broadcastShapes, broadcastsTo } from './broadcast';
 import { formatShape, rangeError } from './errors';
-import { Descriptor, native } from './native';
+import { Descriptor, native, type NativeStage } from './native';
 import { checkOptions, optBoolean, optFiniteNumber } from './options';
 import { runAsync, type NamedBuffer } from './queue';
 import { PackedMatrix } from './prepack';
@@ -86,8 +86,8 @@ function nativeArgs(p: PreparedMatmul): unknown[] {
   return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulDescriptor(p)];
 }
 
-function matmulFields(p: PreparedMatmul): Descriptor {
-  return new Descriptor()
+function matmulFields(p: PreparedMatmul, stage?: number): Descriptor {
+  return new Descriptor(stage)
     .shape(p.a.shape).shape(p.b.shape).shape(p.c ? p.c.shape : null).shape(p.shape)
     .flag(p.transposeA).flag(p.transposeB).number(p.alpha).number(p.beta).flag(p.packed);
 }
@@ -172,9 +172,27 @@ export function layerNormMatmulAsync(
   }, (args) => native.layerNormMatmul(...args));
 }
 
-function layerNormMatmulArgs(p: PreparedMatmul, norm: RowLayerNorm): unknown[] {
+function layerNormMatmulArgs(p: PreparedMatmul, norm: RowLayerNorm, stage?: number): unknown[] {
   return [
     p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, norm.weight?.data ?? null, norm.bias?.data ?? null,
-    matmulFields(p).number(norm.eps).done(),
+    matmulFields(p, stage).number(norm.eps).done(),
   ];
+}
+
+/**
+ * Internal (MultiHeadSelfAttention's stages): {@link matmul}'s arguments
+ * checked now, for a native.sequence call that runs it later.
+ */
+export function matmulStage(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): NativeStage {
+  const p = prepareMatmul('matmul', a, b, options);
+  return {
+    kind: 'matmul',
+    args: (stage) => [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulFields(p, stage).done()],
+  };
+}
+
+/** Internal: {@link layerNormMatmul} as a stage (see {@link matmulStage}). */
+export function layerNormMatmulStage(a: TensorLike, packed: PackedMatrix, norm: RowLayerNorm, options: MatmulOptions): NativeStage {
+  const p = prepareMatmul('layerNormMatmul', a, packed, options);
+  return { kind: 'layerNormMatmul', args: (stage) => layerNormMatmulArgs(p, norm, stage) };
 }

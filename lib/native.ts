@@ -16,6 +16,8 @@ export interface NativeAddon {
   softmax(...args: unknown[]): void;
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
+  /** Runs the stages in order as one call (one async job with done): [kind, ...that op's arguments] each. */
+  sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
   /** The checked header of a safetensors image, or the error to throw (native/formats/safetensors.h). */
   parseSafetensors(bytes: Uint8Array):
@@ -100,16 +102,29 @@ function warnAboutEnvironment(env: NodeJS.ProcessEnv): void {
 }
 warnAboutEnvironment(process.env);
 
+/** Floats of the shared descriptor buffer that each stage of one native.sequence call gets (at most 8 stages). */
+const STAGE_REGION = 128;
+
 /**
  * Packs the numeric arguments of one native call (shapes as rank + dims,
  * flags as 0/1, scalars) into a Float64Array: one N-API round trip instead of
  * one per dim. The buffer is reused: the addon reads it before returning.
+ * A stage of native.sequence passes its index, and gets a region of the buffer
+ * that the other stages' descriptors, built before the same call, do not touch.
  */
 export class Descriptor {
-  private static readonly buffer = new Float64Array(512);
-  /** views[n] = buffer.subarray(0, n), made once: a subarray per call was a measurable share of a small op. */
-  private static readonly views: Float64Array[] = [];
-  private pos = 0;
+  private static readonly buffer = new Float64Array(8 * STAGE_REGION);
+  /** views[start][n] = buffer.subarray(start, n), made once: a subarray per call was a measurable share of a small op. */
+  private static readonly views: Float64Array[][] = [];
+  private readonly start: number;
+  private readonly end: number;
+  private pos: number;
+
+  constructor(stage?: number) {
+    this.start = stage === undefined ? 0 : stage * STAGE_REGION;
+    this.end = stage === undefined ? Descriptor.buffer.length : this.start + STAGE_REGION;
+    this.pos = this.start;
+  }
 
   shape(dims: readonly number[] | null): this {
     const b = Descriptor.buffer;
@@ -132,8 +147,25 @@ export class Descriptor {
     return this;
   }
 
-  /** The packed values; valid until the next Descriptor is built. */
+  /** The packed values; valid until the next Descriptor of the same region is built. */
   done(): Float64Array {
-    return (Descriptor.views[this.pos] ??= Descriptor.buffer.subarray(0, this.pos));
+    // Only a bug can overrun (a stage's shapes are checked, and short): fail before any native call.
+    if (this.pos > this.end) throw new Error(`mhsa: internal error: a descriptor overran its region (${this.pos - this.start} floats)`);
+    const views = (Descriptor.views[this.start] ??= []);
+    return (views[this.pos] ??= Descriptor.buffer.subarray(this.start, this.pos));
   }
+}
+
+/**
+ * One op of native.sequence, checked and ready: its kind and its native
+ * arguments (the descriptor built in stage `index`'s region).
+ */
+export interface NativeStage {
+  kind: 'matmul' | 'layerNormMatmul' | 'attention' | 'layerNorm';
+  args(index: number): unknown[];
+}
+
+/** native.sequence's first argument for these stages. */
+export function sequenceArgs(stages: readonly NativeStage[]): unknown[][] {
+  return stages.map((s, i) => [s.kind, ...s.args(i)]);
 }

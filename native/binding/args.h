@@ -10,6 +10,20 @@
 
 namespace mhsa {
 
+// The arguments of one op: a call's own (info[i]), or one stage of
+// sequence() (the stage array's items after its kind, stage[offset + i]).
+class OpArgs {
+ public:
+  explicit OpArgs(const Napi::CallbackInfo& info) : info_(&info) {}
+  OpArgs(Napi::Array stage, uint32_t offset) : stage_(stage), offset_(offset) {}
+  Napi::Value operator[](uint32_t i) const { return info_ ? (*info_)[i] : stage_.Get(offset_ + i); }
+
+ private:
+  const Napi::CallbackInfo* info_ = nullptr;
+  Napi::Array stage_;
+  uint32_t offset_ = 0;
+};
+
 // A typed-array argument and the JS value that async jobs keep alive.
 struct JsBuffer {
   BufferArg arg;

@@ -1,23 +1,30 @@
 #include "args.h"
 #include "async_job.h"
 #include "bindings.h"
+#include "stages.h"
 
 namespace mhsa {
 
-Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
+AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   const char* fn = "attention";
-  JsBuffer q = floatArg(info[0], fn, "q");
-  JsBuffer k = floatArg(info[1], fn, "k");
-  JsBuffer v = floatArg(info[2], fn, "v");
-  JsBuffer out = floatArg(info[3], fn, "out");
-  JsBuffer mask = optionalFloatArg(info[4], fn, "mask");
-  JsBuffer pad = optionalByteArg(info[5], fn, "keyPaddingMask");
-  JsBuffer weights = optionalFloatArg(info[6], fn, "weights");
+  JsBuffer q = floatArg(args[0], fn, "q");
+  JsBuffer k = floatArg(args[1], fn, "k");
+  JsBuffer v = floatArg(args[2], fn, "v");
+  JsBuffer out = floatArg(args[3], fn, "out");
+  JsBuffer mask = optionalFloatArg(args[4], fn, "mask");
+  JsBuffer pad = optionalByteArg(args[5], fn, "keyPaddingMask");
+  JsBuffer weights = optionalFloatArg(args[6], fn, "weights");
   AttentionCall call;
-  throwIfError(info.Env(), prepareAttention(descriptorArg(info[7], fn), q.arg, k.arg, v.arg, out.arg, mask.arg,
-                                            pad.arg, weights.arg, &call));
-  runOrSubmit(fn, info, 8, {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value},
-              [call] { runCall(call); });
+  throwIfError(env, prepareAttention(descriptorArg(args[7], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
+                                     weights.arg, &call));
+  keep->insert(keep->end(), {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value});
+  return call;
+}
+
+Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
+  KeepAlive keep;
+  const AttentionCall call = unwrapAttention(info.Env(), OpArgs(info), &keep);
+  runOrSubmit("attention", info, 8, keep, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 

@@ -32,6 +32,13 @@ Napi::Value softmaxBinding(const Napi::CallbackInfo& info);
 //       hasScale, scale, causal, mask.shape (rank 0 when no mask)
 Napi::Value attentionBinding(const Napi::CallbackInfo& info);
 
+// sequence(stages, callback?): stages is an array of [kind, ...arguments],
+// kind 'matmul', 'layerNormMatmul', 'attention' or 'layerNorm' with that
+// entry point's arguments (no callback). Every stage is checked, then all run
+// in order as one call (one async job): the block's forward, with no return to
+// JS between its stages (stages.h).
+Napi::Value sequenceBinding(const Napi::CallbackInfo& info);
+
 // layerNorm(x, out, weight|null, bias|null, desc, callback?)
 // desc: x.shape, out.shape, eps. Normalizes over the last dim.
 Napi::Value layerNormBinding(const Napi::CallbackInfo& info);

@@ -1,33 +1,48 @@
 #include "args.h"
 #include "async_job.h"
 #include "bindings.h"
+#include "stages.h"
 
 namespace mhsa {
 
-Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
+MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   const char* fn = "matmul";
-  JsBuffer a = floatArg(info[0], fn, "a");
-  JsBuffer b = floatArg(info[1], fn, "b");
-  JsBuffer c = optionalFloatArg(info[2], fn, "c");
-  JsBuffer out = floatArg(info[3], fn, "out");
+  JsBuffer a = floatArg(args[0], fn, "a");
+  JsBuffer b = floatArg(args[1], fn, "b");
+  JsBuffer c = optionalFloatArg(args[2], fn, "c");
+  JsBuffer out = floatArg(args[3], fn, "out");
   MatmulCall call;
-  throwIfError(info.Env(), prepareMatmul(descriptorArg(info[4], fn), a.arg, b.arg, c.arg, out.arg, &call));
-  runOrSubmit(fn, info, 5, {a.value, b.value, c.value, out.value}, [call] { runCall(call); });
+  throwIfError(env, prepareMatmul(descriptorArg(args[4], fn), a.arg, b.arg, c.arg, out.arg, &call));
+  keep->insert(keep->end(), {a.value, b.value, c.value, out.value});
+  return call;
+}
+
+MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
+  const char* fn = "layerNormMatmul";
+  JsBuffer a = floatArg(args[0], fn, "a");
+  JsBuffer b = floatArg(args[1], fn, "b");
+  JsBuffer c = optionalFloatArg(args[2], fn, "c");
+  JsBuffer out = floatArg(args[3], fn, "out");
+  JsBuffer weight = optionalFloatArg(args[4], fn, "weight");
+  JsBuffer bias = optionalFloatArg(args[5], fn, "bias");
+  MatmulCall call;
+  throwIfError(env, prepareLayerNormMatmul(descriptorArg(args[6], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
+                                           bias.arg, &call));
+  keep->insert(keep->end(), {a.value, b.value, c.value, out.value, weight.value, bias.value});
+  return call;
+}
+
+Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
+  KeepAlive keep;
+  const MatmulCall call = unwrapMatmul(info.Env(), OpArgs(info), &keep);
+  runOrSubmit("matmul", info, 5, keep, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 
 Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info) {
-  const char* fn = "layerNormMatmul";
-  JsBuffer a = floatArg(info[0], fn, "a");
-  JsBuffer b = floatArg(info[1], fn, "b");
-  JsBuffer c = optionalFloatArg(info[2], fn, "c");
-  JsBuffer out = floatArg(info[3], fn, "out");
-  JsBuffer weight = optionalFloatArg(info[4], fn, "weight");
-  JsBuffer bias = optionalFloatArg(info[5], fn, "bias");
-  MatmulCall call;
-  throwIfError(info.Env(), prepareLayerNormMatmul(descriptorArg(info[6], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
-                                                  bias.arg, &call));
-  runOrSubmit(fn, info, 7, {a.value, b.value, c.value, out.value, weight.value, bias.value}, [call] { runCall(call); });
+  KeepAlive keep;
+  const MatmulCall call = unwrapLayerNormMatmul(info.Env(), OpArgs(info), &keep);
+  runOrSubmit("layerNormMatmul", info, 7, keep, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 
