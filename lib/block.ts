@@ -272,6 +272,7 @@ export class MultiHeadSelfAttention {
   private readonly packedOut?: PackedMatrix;
   /** Every weight buffer, for the `out` aliasing check. */
   private readonly weightViews: Array<[string, Float32Array]> = [];
+  private inPlaceList?: ReadonlyArray<readonly [string, Float32Array]>;
   /** [1, heads] of 1s: the head average is one matmul with it (alpha = 1/heads). */
   private readonly onesHeads: Tensor;
   /**
@@ -320,18 +321,18 @@ export class MultiHeadSelfAttention {
     const w = checkObject(fn, 'config.weights', c.weights, WEIGHT_KEYS);
     if (w.qkvWeight === undefined) throw rangeError(fn, 'config.weights.qkvWeight ([3·inner, dim]) is required, received undefined');
     const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [3 * inner, dim], '[3·heads·dimHead, dim]');
-    this.weightViews.push(['config.weights.qkvWeight', qkv.data]);
+    this.weightViews.push(['the weight config.weights.qkvWeight', qkv.data]);
     if (w.qkvBias !== undefined) {
       const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [3 * inner], '[3·heads·dimHead]');
       this.bqkv = { data: b.data, shape: b.shape };
-      this.weightViews.push(['config.weights.qkvBias', b.data]);
+      this.weightViews.push(['the weight config.weights.qkvBias', b.data]);
     }
 
     const identity = this.heads === 1 && this.dimHead === dim;
     if (w.outWeight !== undefined) {
       const wo = shapedTensor(fn, 'config.weights.outWeight', w.outWeight, [dim, inner], '[dim, heads·dimHead]');
       this.wo = { data: wo.data, shape: wo.shape };
-      this.weightViews.push(['config.weights.outWeight', wo.data]);
+      this.weightViews.push(['the weight config.weights.outWeight', wo.data]);
     } else if (!identity) {
       throw rangeError(
         fn,
@@ -343,7 +344,7 @@ export class MultiHeadSelfAttention {
       if (!this.wo) throw rangeError(fn, 'config.weights.outBias needs config.weights.outWeight, received outBias without outWeight');
       const bo = shapedTensor(fn, 'config.weights.outBias', w.outBias, [dim], '[dim]');
       this.bo = { data: bo.data, shape: bo.shape };
-      this.weightViews.push(['config.weights.outBias', bo.data]);
+      this.weightViews.push(['the weight config.weights.outBias', bo.data]);
     }
     this.projectOut = this.wo !== undefined;
     this.packedQkv = prepack({ data: qkv.data, shape: qkv.shape }, { transpose: true });
@@ -354,11 +355,11 @@ export class MultiHeadSelfAttention {
       if (n.weight === undefined) throw rangeError(fn, 'config.norm.weight ([dim]) is required with config.norm, received undefined');
       const nw = shapedTensor(fn, 'config.norm.weight', n.weight, [dim], '[dim]');
       this.normWeight = { data: nw.data, shape: nw.shape };
-      this.weightViews.push(['config.norm.weight', nw.data]);
+      this.weightViews.push(['the weight config.norm.weight', nw.data]);
       if (n.bias !== undefined) {
         const nb = shapedTensor(fn, 'config.norm.bias', n.bias, [dim], '[dim]');
         this.normBias = { data: nb.data, shape: nb.shape };
-        this.weightViews.push(['config.norm.bias', nb.data]);
+        this.weightViews.push(['the weight config.norm.bias', nb.data]);
       }
     }
     this.hasNorm = this.normWeight !== undefined;
@@ -620,12 +621,14 @@ export class MultiHeadSelfAttention {
       }
       const { stages, result, slots } = this.plan(fn, p, ws);
       const args = sequenceArgs(stages);
-      ws.plan = p.returnWeights ? undefined : { key: planKey(p), stages: ownDescriptors(args), ...slots };
+      const kept = p.returnWeights ? undefined : { key: planKey(p), stages: ownDescriptors(args), ...slots };
       native.sequence(args);
+      ws.plan = kept;
       return result;
     } catch (e) {
       throw rename(e, fn);
     } finally {
+      dropCallerBuffers(ws.plan);
       this.release(ws);
     }
   }
@@ -657,28 +660,31 @@ export class MultiHeadSelfAttention {
     try {
       let stages = this.cachedStages(p, ws);
       let result: Tensor | MultiHeadSelfAttentionWithWeights = p.out.result;
+      let kept: CachedPlan | undefined;
       if (!stages) {
         const planned = this.plan(fn, p, ws);
         // Owned descriptors: the job may start after other ops have reused the shared buffer.
         stages = ownDescriptors(sequenceArgs(planned.stages));
         result = planned.result;
-        ws.plan = p.returnWeights ? undefined : { key: planKey(p), stages, ...planned.slots };
+        if (!p.returnWeights) kept = { key: planKey(p), stages, ...planned.slots };
       }
       // What the caller could detach while the job waits: its own buffers and the weights read in place.
       const buffers: NamedBuffer[] = [...p.callerBuffers];
-      for (const [name, view] of this.inPlaceWeights()) if (view) buffers.push([name, view]);
+      buffers.push(...this.inPlaceWeights());
       const args = stages;
       await runAsync(
         () => ({ fn, args: () => [args], result, buffers }),
         (a) => native.sequence(a[0] as unknown[][], a[1] as NativeCallback),
       );
+      if (kept) ws.plan = kept;
       return result;
     } catch (e) {
       // An inner op names its own arguments ("a", "options.c.data"): name the caller's buffer instead.
-      const lost = [...p.callerBuffers, ...this.inPlaceWeights()].find(([, view]) => view && isDetached(view));
+      const lost = [...p.callerBuffers, ...this.inPlaceWeights()].find(([, view]) => isDetached(view));
       if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
       throw rename(e, fn);
     } finally {
+      dropCallerBuffers(ws.plan);
       this.release(ws);
     }
   }
@@ -756,13 +762,13 @@ export class MultiHeadSelfAttention {
     ]);
     const out = resultTensor(fn, opts.out, tx.shape);
     checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
-    for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, `the weight ${name}`, data);
+    for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
     checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
     checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
     // One of the caller's weight arrays the block reads in place, transferred away since the
     // constructor: named here, not by the stage that meets it.
     for (const [name, data] of this.inPlaceWeights()) {
-      if (data && isDetached(data)) throw new TypeError(`${fn}: ${name} is backed by a detached ArrayBuffer`);
+      if (isDetached(data)) throw new TypeError(`${fn}: ${name} is backed by a detached ArrayBuffer`);
     }
     const callerBuffers: Array<[string, ArrayBufferView]> = [['x', tx.data], ['options.out', out.data]];
     if (mask) callerBuffers.push(['options.mask', mask.data]);
@@ -793,13 +799,18 @@ export class MultiHeadSelfAttention {
   }
 
   /** The caller's arrays the block reads in place: the biases and the LayerNorm's (the projection weights were copied when packed). */
-  private inPlaceWeights(): Array<[string, Float32Array | undefined]> {
-    return [
-      ['config.weights.qkvBias', this.bqkv?.data],
-      ['config.weights.outBias', this.bo?.data],
-      ['config.norm.weight', this.normWeight?.data],
-      ['config.norm.bias', this.normBias?.data],
-    ];
+  private inPlaceWeights(): ReadonlyArray<readonly [string, Float32Array]> {
+    // Made once: every forward checks them, and the fields never change.
+    if (!this.inPlaceList) {
+      const all: Array<[string, Float32Array | undefined]> = [
+        ['config.weights.qkvBias', this.bqkv?.data],
+        ['config.weights.outBias', this.bo?.data],
+        ['config.norm.weight', this.normWeight?.data],
+        ['config.norm.bias', this.normBias?.data],
+      ];
+      this.inPlaceList = all.filter((e): e is [string, Float32Array] => e[1] !== undefined);
+    }
+    return this.inPlaceList;
   }
 
   /**
@@ -958,6 +969,15 @@ export class MultiHeadSelfAttention {
 function planKey(p: Prepared): string {
   const mask = p.attnOptions.mask as CheckedTensor | undefined;
   return `${p.batch},${p.tokens},${p.attnOptions.causal ? 1 : 0},${mask ? mask.shape.join('x') : '-'},${p.attnOptions.keyPaddingMask ? 1 : 0}`;
+}
+
+/**
+ * Empties a kept plan's slots once its call is over: the caller's buffers
+ * (x may view a whole dataset) must not stay reachable from an idle workspace.
+ */
+function dropCallerBuffers(plan: CachedPlan | undefined): void {
+  if (!plan) return;
+  for (const slot of [plan.x, plan.out, plan.mask, plan.pad]) if (slot) plan.stages[slot[0]][1 + slot[1]] = null;
 }
 
 /** sequenceArgs' stages with each descriptor copied out of the shared buffer, so they can be passed again later. */

@@ -123,6 +123,7 @@ export class Descriptor {
   constructor(stage?: number) {
     this.start = stage === undefined ? 0 : stage * STAGE_REGION;
     this.end = stage === undefined ? Descriptor.buffer.length : this.start + STAGE_REGION;
+    if (this.end > Descriptor.buffer.length) throw new Error(`mhsa: internal error: no descriptor region for stage ${stage}`);
     this.pos = this.start;
   }
 

@@ -89,6 +89,7 @@ describe.each([
   { dim: 12, heads: 3, dimHead: 4, norm: true },
   { dim: 8, heads: 2, dimHead: 6, norm: false },
   { dim: 6, heads: 1, dimHead: 6, norm: true }, // no output projection: attention writes the caller's out
+  { dim: 1032, heads: 2, dimHead: 4, norm: true }, // wider than the fused LayerNorm takes: a LayerNorm stage first
 ])(`one block, calls that change one input at a time (seed ${SEED})`, ({ dim, heads, dimHead, norm }) => {
   const label = `dim ${dim} heads ${heads} dimHead ${dimHead}${norm ? ' norm' : ''}`;
 
@@ -133,6 +134,42 @@ test(`concurrent forwardAsync calls of different shapes on one block each get th
   }
 });
 
+test('a second call of the same shapes reuses the first call\'s stages, holding none of its buffers afterwards', () => {
+  const rng = rngFor(SEED, 'plan reuse');
+  const block = new MultiHeadSelfAttention(config(rng, 12, 3, 4, true));
+  const x1 = random(rng, [2, 5, 12], 1);
+  const x2 = random(rng, [2, 5, 12], 1);
+  const passed: unknown[][][] = [];
+  const original = native.sequence;
+  native.sequence = (stages, done) => {
+    passed.push(stages);
+    return original(stages, done);
+  };
+  try {
+    block.forward(x1); // 0: built
+    block.forward(x2); // 1: kept from 0
+    block.forward(x1); // 2: the same
+    block.forward(x1, { causal: true }); // 3: built (another key)
+    block.forward(x2, { causal: true }); // 4: kept from 3
+    block.forward(x1); // 5: built (the workspace keeps one plan)
+    block.forward(x2); // 6: kept from 5
+  } finally {
+    native.sequence = original;
+  }
+  expect(passed).toHaveLength(7);
+  expect(passed[1]).not.toBe(passed[0]);
+  expect(passed[2]).toBe(passed[1]);
+  expect(passed[4]).not.toBe(passed[1]);
+  expect(passed[6]).not.toBe(passed[4]);
+  expect(passed[6]).not.toBe(passed[1]);
+  // Between calls the kept stages hold no caller buffer: x (stage 0's first argument), out (the last stage's fourth).
+  for (const stages of [passed[1], passed[4], passed[6]]) {
+    expect(stages[0][1]).toBeNull();
+    expect(stages[stages.length - 1][4]).toBeNull();
+    expect(stages.flat().some((v) => v === x1.data || v === x2.data)).toBe(false);
+  }
+});
+
 describe('native.sequence checks every stage before it runs any', () => {
   // A valid stage: out (2 x 2) = a (2 x 3) · b (3 x 2). Descriptor: a.shape, b.shape, c.shape, out.shape,
   // transposeA, transposeB, alpha, beta, bPacked (lib/matmul.ts, matmulFields).
@@ -164,6 +201,26 @@ describe('native.sequence checks every stage before it runs any', () => {
     expect(thrown).toBeDefined();
     expect((thrown as Error).name).toBe(type.name);
     expect((thrown as Error).message).toMatch(message);
+    expect(first.every((v) => Number.isNaN(v))).toBe(true);
+  });
+
+  test('a getter in a later stage that detaches an earlier stage\'s buffer gives a TypeError, not a read of freed memory', () => {
+    const buffer = new ArrayBuffer(4 * 6);
+    const detachable = new Float32Array(buffer);
+    detachable.set(a);
+    const first = poisoned(4);
+    const sneaky: unknown[] = ['matmul'];
+    Object.defineProperty(sneaky, 1, {
+      get() {
+        structuredClone(buffer, { transfer: [buffer] });
+        return a;
+      },
+    });
+    sneaky.push(b, null, poisoned(4), desc());
+    expect(() => native.sequence([['matmul', detachable, b, null, first, desc()], sneaky])).toThrow(
+      /^matmul: a is backed by a detached ArrayBuffer$/,
+    );
+    expect(buffer.byteLength).toBe(0); // the getter ran
     expect(first.every((v) => Number.isNaN(v))).toBe(true);
   });
 

@@ -6,22 +6,29 @@
 
 #include <napi.h>
 
+#include <vector>
+
 #include "../ops/calls.h"
 
 namespace mhsa {
 
 // The arguments of one op: a call's own (info[i]), or one stage of
-// sequence() (the stage array's items after its kind, stage[offset + i]).
+// sequence(), read out of its array beforehand (items[i]). Reading an array
+// item can run JS (a getter, a Proxy), which could detach a buffer already
+// unwrapped into a pointer; a call's own arguments and values already read
+// cannot.
 class OpArgs {
  public:
   explicit OpArgs(const Napi::CallbackInfo& info) : info_(&info) {}
-  OpArgs(Napi::Array stage, uint32_t offset) : stage_(stage), offset_(offset) {}
-  Napi::Value operator[](uint32_t i) const { return info_ ? (*info_)[i] : stage_.Get(offset_ + i); }
+  explicit OpArgs(const std::vector<Napi::Value>& items) : items_(&items) {}
+  Napi::Value operator[](uint32_t i) const {
+    if (info_) return (*info_)[i];
+    return i < items_->size() ? (*items_)[i] : Napi::Value();
+  }
 
  private:
   const Napi::CallbackInfo* info_ = nullptr;
-  Napi::Array stage_;
-  uint32_t offset_ = 0;
+  const std::vector<Napi::Value>* items_ = nullptr;
 };
 
 // A typed-array argument and the JS value that async jobs keep alive.

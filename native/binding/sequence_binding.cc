@@ -16,20 +16,36 @@ constexpr uint32_t kMaxStages = 8;
 
 using StageCall = std::variant<MatmulCall, AttentionCall, LayerNormCall>;
 
-StageCall unwrapStage(Napi::Env env, const Napi::Value& value, uint32_t index, KeepAlive* keep) {
+// The most arguments any stage's op takes (attention's eight).
+constexpr uint32_t kMaxStageArgs = 8;
+
+// One stage as read out of the JS array: its kind and its arguments.
+struct StageValues {
+  std::string kind;
+  std::vector<Napi::Value> args;
+};
+
+StageValues readStage(Napi::Env env, const Napi::Value& value, uint32_t index) {
   const std::string where = "sequence: stage " + std::to_string(index);
   if (!value.IsArray()) throw Napi::TypeError::New(env, where + " must be an array [kind, ...arguments]");
   const Napi::Array stage = value.As<Napi::Array>();
-  const Napi::Value kindValue = stage.Get(0u);
-  if (!kindValue.IsString()) throw Napi::TypeError::New(env, where + ": its kind (item 0) must be a string");
-  const std::string kind = kindValue.As<Napi::String>().Utf8Value();
-  const OpArgs args(stage, 1);
-  if (kind == "matmul") return unwrapMatmul(env, args, keep);
-  if (kind == "layerNormMatmul") return unwrapLayerNormMatmul(env, args, keep);
-  if (kind == "attention") return unwrapAttention(env, args, keep);
-  if (kind == "layerNorm") return unwrapLayerNorm(env, args, keep);
-  throw Napi::RangeError::New(env, where + ": kind must be matmul, layerNormMatmul, attention or layerNorm, received '" +
-                                       kind + "'");
+  const Napi::Value kind = stage.Get(0u);
+  if (!kind.IsString()) throw Napi::TypeError::New(env, where + ": its kind (item 0) must be a string");
+  StageValues r{kind.As<Napi::String>().Utf8Value(), {}};
+  r.args.reserve(kMaxStageArgs);
+  for (uint32_t i = 1; i <= kMaxStageArgs; ++i) r.args.push_back(stage.Get(i));
+  return r;
+}
+
+StageCall unwrapStage(Napi::Env env, const StageValues& stage, uint32_t index, KeepAlive* keep) {
+  const OpArgs args(stage.args);
+  if (stage.kind == "matmul") return unwrapMatmul(env, args, keep);
+  if (stage.kind == "layerNormMatmul") return unwrapLayerNormMatmul(env, args, keep);
+  if (stage.kind == "attention") return unwrapAttention(env, args, keep);
+  if (stage.kind == "layerNorm") return unwrapLayerNorm(env, args, keep);
+  throw Napi::RangeError::New(env, "sequence: stage " + std::to_string(index) +
+                                       ": kind must be matmul, layerNormMatmul, attention or layerNorm, received '" +
+                                       stage.kind + "'");
 }
 
 }  // namespace
@@ -42,12 +58,17 @@ Napi::Value sequenceBinding(const Napi::CallbackInfo& info) {
   if (count > kMaxStages)
     throw Napi::RangeError::New(env, "sequence: at most " + std::to_string(kMaxStages) + " stages, received " +
                                          std::to_string(count));
-  // Every stage is unwrapped and checked before any runs: a bad stage throws
-  // with nothing written.
+  // Every item is read first: reading one can run JS (a getter, a Proxy's
+  // trap), which must not meet a buffer already unwrapped into a pointer
+  // (it could detach or shrink it). Then every stage is unwrapped and checked
+  // before any runs: a bad stage throws with nothing written.
+  std::vector<StageValues> values;
+  values.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) values.push_back(readStage(env, list.Get(i), i));
   KeepAlive keep;
   std::vector<StageCall> calls;
   calls.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) calls.push_back(unwrapStage(env, list.Get(i), i, &keep));
+  for (uint32_t i = 0; i < count; ++i) calls.push_back(unwrapStage(env, values[i], i, &keep));
   runOrSubmit("sequence", info, 1, keep, [calls] {
     for (const StageCall& call : calls) std::visit([](const auto& c) { runCall(c); }, call);
   });
