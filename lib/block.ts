@@ -108,7 +108,7 @@ export type StateDict = Readonly<Record<string, TensorLike>> | ReadonlyMap<strin
 interface Workspace {
   rows: number;
   buffer: Float32Array;
-  /** The last synchronous forward's stages over this buffer, for the next call of the same shapes. */
+  /** The last forward's checked stages over this buffer, for the next call of the same shapes (CachedPlan). */
   plan?: CachedPlan;
 }
 
