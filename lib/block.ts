@@ -272,7 +272,8 @@ export class MultiHeadSelfAttention {
   private readonly packedOut?: PackedMatrix;
   /** Every weight buffer, for the `out` aliasing check. */
   private readonly weightViews: Array<[string, Float32Array]> = [];
-  private inPlaceList?: ReadonlyArray<readonly [string, Float32Array]>;
+  /** The caller's arrays the block reads in place: the biases and the LayerNorm's (the projection weights were copied when packed). */
+  private readonly inPlaceWeights: ReadonlyArray<readonly [string, Float32Array]>;
   /** [1, heads] of 1s: the head average is one matmul with it (alpha = 1/heads). */
   private readonly onesHeads: Tensor;
   /**
@@ -367,6 +368,13 @@ export class MultiHeadSelfAttention {
       this.fusedNorm = { weight: this.normWeight, bias: this.normBias, eps: this.eps };
     }
     this.onesHeads = { data: new Float32Array(this.heads).fill(1), shape: [1, this.heads] };
+    const inPlace: Array<[string, Float32Array | undefined]> = [
+      ['config.weights.qkvBias', this.bqkv?.data],
+      ['config.weights.outBias', this.bo?.data],
+      ['config.norm.weight', this.normWeight?.data],
+      ['config.norm.bias', this.normBias?.data],
+    ];
+    this.inPlaceWeights = inPlace.filter((e): e is [string, Float32Array] => e[1] !== undefined);
   }
 
   /**
@@ -619,11 +627,9 @@ export class MultiHeadSelfAttention {
         native.sequence(cached);
         return p.out.result;
       }
-      const { stages, result, slots } = this.plan(fn, p, ws);
-      const args = sequenceArgs(stages);
-      const kept = p.returnWeights ? undefined : { key: planKey(p), stages: ownDescriptors(args), ...slots };
-      native.sequence(args);
-      ws.plan = kept;
+      const { stages, result, kept } = this.newStages(fn, p, ws);
+      native.sequence(stages);
+      if (kept) ws.plan = kept;
       return result;
     } catch (e) {
       throw rename(e, fn);
@@ -658,29 +664,22 @@ export class MultiHeadSelfAttention {
     const p = this.prepare(fn, x, options, 'async'); // throws inside the async function: a rejection
     const ws = this.acquire(p.rows);
     try {
-      let stages = this.cachedStages(p, ws);
-      let result: Tensor | MultiHeadSelfAttentionWithWeights = p.out.result;
-      let kept: CachedPlan | undefined;
-      if (!stages) {
-        const planned = this.plan(fn, p, ws);
-        // Owned descriptors: the job may start after other ops have reused the shared buffer.
-        stages = ownDescriptors(sequenceArgs(planned.stages));
-        result = planned.result;
-        if (!p.returnWeights) kept = { key: planKey(p), stages, ...planned.slots };
-      }
+      const cached = this.cachedStages(p, ws);
+      const fresh = cached ? undefined : this.newStages(fn, p, ws);
+      // Owned descriptors: the job may start after other ops have reused the shared buffer.
+      const stages = cached ?? fresh!.kept?.stages ?? ownDescriptors(fresh!.stages);
+      const result = fresh ? fresh.result : p.out.result;
       // What the caller could detach while the job waits: its own buffers and the weights read in place.
-      const buffers: NamedBuffer[] = [...p.callerBuffers];
-      buffers.push(...this.inPlaceWeights());
-      const args = stages;
+      const buffers: NamedBuffer[] = [...p.callerBuffers, ...this.inPlaceWeights];
       await runAsync(
-        () => ({ fn, args: () => [args], result, buffers }),
+        () => ({ fn, args: () => [stages], result, buffers }),
         (a) => native.sequence(a[0] as unknown[][], a[1] as NativeCallback),
       );
-      if (kept) ws.plan = kept;
+      if (fresh?.kept) ws.plan = fresh.kept;
       return result;
     } catch (e) {
       // An inner op names its own arguments ("a", "options.c.data"): name the caller's buffer instead.
-      const lost = [...p.callerBuffers, ...this.inPlaceWeights()].find(([, view]) => isDetached(view));
+      const lost = [...p.callerBuffers, ...this.inPlaceWeights].find(([, view]) => isDetached(view));
       if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
       throw rename(e, fn);
     } finally {
@@ -767,7 +766,7 @@ export class MultiHeadSelfAttention {
     checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
     // One of the caller's weight arrays the block reads in place, transferred away since the
     // constructor: named here, not by the stage that meets it.
-    for (const [name, data] of this.inPlaceWeights()) {
+    for (const [name, data] of this.inPlaceWeights) {
       if (isDetached(data)) throw new TypeError(`${fn}: ${name} is backed by a detached ArrayBuffer`);
     }
     const callerBuffers: Array<[string, ArrayBufferView]> = [['x', tx.data], ['options.out', out.data]];
@@ -796,21 +795,6 @@ export class MultiHeadSelfAttention {
       returnWeights,
       callerBuffers,
     };
-  }
-
-  /** The caller's arrays the block reads in place: the biases and the LayerNorm's (the projection weights were copied when packed). */
-  private inPlaceWeights(): ReadonlyArray<readonly [string, Float32Array]> {
-    // Made once: every forward checks them, and the fields never change.
-    if (!this.inPlaceList) {
-      const all: Array<[string, Float32Array | undefined]> = [
-        ['config.weights.qkvBias', this.bqkv?.data],
-        ['config.weights.outBias', this.bo?.data],
-        ['config.norm.weight', this.normWeight?.data],
-        ['config.norm.bias', this.normBias?.data],
-      ];
-      this.inPlaceList = all.filter((e): e is [string, Float32Array] => e[1] !== undefined);
-    }
-    return this.inPlaceList;
   }
 
   /**
@@ -853,18 +837,29 @@ export class MultiHeadSelfAttention {
     return { stages, result: { output: p.out.result, weights }, slots };
   }
 
-  /** The workspace's cached stages with this call's buffers in place, if they were made for p's shapes and options. */
+  /** The workspace's kept stages with this call's buffers put in, if they were made for p's shapes and options. */
   private cachedStages(p: Prepared, ws: Workspace): unknown[][] | undefined {
     const plan = ws.plan;
     if (plan === undefined || p.returnWeights || plan.key !== planKey(p)) return undefined;
-    const put = (slot: Slot | undefined, buffer: ArrayBufferView | undefined) => {
-      if (slot) plan.stages[slot[0]][1 + slot[1]] = buffer;
-    };
-    put(plan.x, p.x.data);
-    put(plan.out, p.out.data);
-    put(plan.mask, (p.attnOptions.mask as CheckedTensor | undefined)?.data);
-    put(plan.pad, p.attnOptions.keyPaddingMask as Uint8Array | undefined);
+    const mask = p.attnOptions.mask as CheckedTensor | undefined;
+    setCallerBuffers(plan, p.x.data, p.out.data, mask?.data, p.attnOptions.keyPaddingMask as Uint8Array | undefined);
     return plan.stages;
+  }
+
+  /**
+   * New stages for this call (descriptors in the shared buffer: pass them at
+   * once), and the plan to keep once the call succeeds (descriptors copied;
+   * none with returnWeights, whose weights are allocated per call).
+   */
+  private newStages(
+    fn: string,
+    p: Prepared,
+    ws: Workspace,
+  ): { stages: unknown[][]; result: Tensor | MultiHeadSelfAttentionWithWeights; kept?: CachedPlan } {
+    const planned = this.plan(fn, p, ws);
+    const stages = sequenceArgs(planned.stages);
+    const kept = p.returnWeights ? undefined : { key: planKey(p), stages: ownDescriptors(stages), ...planned.slots };
+    return { stages, result: planned.result, kept };
   }
 
   /** Head-averaged weights [batch, tokens, tokens]: (1/H)·ones[1, H] · W viewed as [batch, H, tokens²]. */
@@ -971,13 +966,29 @@ function planKey(p: Prepared): string {
   return `${p.batch},${p.tokens},${p.attnOptions.causal ? 1 : 0},${mask ? mask.shape.join('x') : '-'},${p.attnOptions.keyPaddingMask ? 1 : 0}`;
 }
 
+/** Puts a call's buffers into a kept plan's slots (null: none). */
+function setCallerBuffers(
+  plan: CachedPlan,
+  x: ArrayBufferView | null,
+  out: ArrayBufferView | null,
+  mask: ArrayBufferView | null | undefined,
+  pad: ArrayBufferView | null | undefined,
+): void {
+  const put = (slot: Slot | undefined, buffer: ArrayBufferView | null | undefined) => {
+    if (slot) plan.stages[slot[0]][1 + slot[1]] = buffer ?? null;
+  };
+  put(plan.x, x);
+  put(plan.out, out);
+  put(plan.mask, mask);
+  put(plan.pad, pad);
+}
+
 /**
  * Empties a kept plan's slots once its call is over: the caller's buffers
  * (x may view a whole dataset) must not stay reachable from an idle workspace.
  */
 function dropCallerBuffers(plan: CachedPlan | undefined): void {
-  if (!plan) return;
-  for (const slot of [plan.x, plan.out, plan.mask, plan.pad]) if (slot) plan.stages[slot[0]][1 + slot[1]] = null;
+  if (plan) setCallerBuffers(plan, null, null, null, null);
 }
 
 /** sequenceArgs' stages with each descriptor copied out of the shared buffer, so they can be passed again later. */

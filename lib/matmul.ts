@@ -82,8 +82,8 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
 type PreparedMatmul = ReturnType<typeof prepareMatmul>;
 
 /** The native call's arguments, the descriptor built last (it is shared and read before the call returns). */
-function nativeArgs(p: PreparedMatmul): unknown[] {
-  return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulDescriptor(p)];
+function nativeArgs(p: PreparedMatmul, stage?: number): unknown[] {
+  return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulFields(p, stage).done()];
 }
 
 function matmulFields(p: PreparedMatmul, stage?: number): Descriptor {
@@ -185,10 +185,7 @@ function layerNormMatmulArgs(p: PreparedMatmul, norm: RowLayerNorm, stage?: numb
  */
 export function matmulStage(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): NativeStage {
   const p = prepareMatmul('matmul', a, b, options);
-  return {
-    kind: 'matmul',
-    args: (stage) => [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulFields(p, stage).done()],
-  };
+  return { kind: 'matmul', args: (stage) => nativeArgs(p, stage) };
 }
 
 /** Internal: {@link layerNormMatmul} as a stage (see {@link matmulStage}). */

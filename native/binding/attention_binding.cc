@@ -1,5 +1,4 @@
 #include "args.h"
-#include "async_job.h"
 #include "bindings.h"
 #include "stages.h"
 
@@ -22,10 +21,7 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep
 }
 
 Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
-  KeepAlive keep;
-  const AttentionCall call = unwrapAttention(info.Env(), OpArgs(info), &keep);
-  runOrSubmit("attention", info, 8, keep, [call] { runCall(call); });
-  return info.Env().Undefined();
+  return runOp<AttentionCall, unwrapAttention>(info, "attention", 8);
 }
 
 }  // namespace mhsa

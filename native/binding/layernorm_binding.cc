@@ -1,5 +1,4 @@
 #include "args.h"
-#include "async_job.h"
 #include "bindings.h"
 #include "stages.h"
 
@@ -18,10 +17,7 @@ LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, KeepAlive* keep
 }
 
 Napi::Value layerNormBinding(const Napi::CallbackInfo& info) {
-  KeepAlive keep;
-  const LayerNormCall call = unwrapLayerNorm(info.Env(), OpArgs(info), &keep);
-  runOrSubmit("layerNorm", info, 5, keep, [call] { runCall(call); });
-  return info.Env().Undefined();
+  return runOp<LayerNormCall, unwrapLayerNorm>(info, "layerNorm", 5);
 }
 
 }  // namespace mhsa

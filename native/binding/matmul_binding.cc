@@ -33,17 +33,11 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* k
 }
 
 Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
-  KeepAlive keep;
-  const MatmulCall call = unwrapMatmul(info.Env(), OpArgs(info), &keep);
-  runOrSubmit("matmul", info, 5, keep, [call] { runCall(call); });
-  return info.Env().Undefined();
+  return runOp<MatmulCall, unwrapMatmul>(info, "matmul", 5);
 }
 
 Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info) {
-  KeepAlive keep;
-  const MatmulCall call = unwrapLayerNormMatmul(info.Env(), OpArgs(info), &keep);
-  runOrSubmit("layerNormMatmul", info, 7, keep, [call] { runCall(call); });
-  return info.Env().Undefined();
+  return runOp<MatmulCall, unwrapLayerNormMatmul>(info, "layerNormMatmul", 7);
 }
 
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info) {

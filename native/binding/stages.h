@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "args.h"
+#include "async_job.h"
 
 namespace mhsa {
 
@@ -22,5 +23,15 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* k
 AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep);
 // layerNorm(x, out, weight|null, bias|null, desc)
 LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, KeepAlive* keep);
+
+// An op's own entry point: its arguments unwrapped by Unwrap, run now or, when
+// info[callbackIndex] is a function, queued (async_job.h).
+template <typename Call, Call (*Unwrap)(Napi::Env, const OpArgs&, KeepAlive*)>
+Napi::Value runOp(const Napi::CallbackInfo& info, const char* fn, size_t callbackIndex) {
+  KeepAlive keep;
+  const Call call = Unwrap(info.Env(), OpArgs(info), &keep);
+  runOrSubmit(fn, info, callbackIndex, keep, [call] { runCall(call); });
+  return info.Env().Undefined();
+}
 
 }  // namespace mhsa
