@@ -6,7 +6,8 @@
 // can be judged here in seconds (RESULTS.md, entry 94).
 //
 // Build and run: BENCH=tile benchmarks/native/run.sh [depth=64] [rows=mr]
-// (MHSA_ISA=avx2 for the AVX2 table.) Prints ns per tile, GFLOP/s, % of the
+// (MHSA_ISA=avx2 for the AVX2 table; INPLACE=1 gives the scores tile K's rows
+// in place, depth floats apart, as attention reads a [batch, heads, seq, d] K.) Prints ns per tile, GFLOP/s, % of the
 // one-thread FMA peak and the scores tile's time over the GEMM tile's.
 #include <algorithm>
 #include <chrono>
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   }
   const int64_t depth = argc > 1 ? std::atoll(argv[1]) : 64;
   const int rows = argc > 2 ? std::atoi(argv[2]) : kt.mr;
+  const bool kInPlace = std::getenv("INPLACE") != nullptr;
   if (depth < 1 || rows < 1 || rows > kt.mr) {
     std::fprintf(stderr, "usage: tile_bench [depth >= 1] [rows in 1..%d]\n", kt.mr);
     return 2;
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
     for (int pass = 0; pass < kPasses; ++pass) {
       std::fill(sum.begin(), sum.end(), 0.0f);
       for (int t = 0; t < kTilesPerPass; ++t)
-        raised |= !kt.scoresExp2Tile(depth, k.data() + t * kt.mr * depth, 1, kt.mr, q.data(),
+        raised |= !kt.scoresExp2Tile(depth, k.data() + t * kt.mr * depth, kInPlace ? depth : 1, kInPlace ? 1 : kt.mr, q.data(),
                                      s.data() + t * kt.mr * kt.nr, kt.nr, alpha, rows, kt.nr, shift.data(), t == 0,
                                      sum.data());
     }
@@ -84,8 +86,8 @@ int main(int argc, char** argv) {
   const double peak = mhsa::measureFmaPeakGflops(1);
   const double flops = 2.0 * rows * kt.nr * depth;
   const double calls = static_cast<double>(kPasses) * kTilesPerPass;
-  std::printf("isa %s  tile %d x %d  depth %lld  one-thread FMA peak %.1f GFLOP/s\n", kt.name, rows, kt.nr,
-              static_cast<long long>(depth), peak);
+  std::printf("isa %s  tile %d x %d  depth %lld  K %s  one-thread FMA peak %.1f GFLOP/s\n", kt.name, rows, kt.nr,
+              static_cast<long long>(depth), kInPlace ? "rows in place" : "packed", peak);
   for (int round = 0; round < 3; ++round) {
     const double g = bestNsPerTile(gemmPass, 5, calls), sc = bestNsPerTile(scoresPass, 5, calls);
     std::printf("  gemm tile %7.1f ns %6.1f GFLOP/s %5.1f %%   scores tile %7.1f ns %6.1f GFLOP/s %5.1f %%   %.3fx\n", g,
