@@ -108,11 +108,14 @@ void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const fl
 namespace {
 
 // R rows x V vectors of 16 columns, read in place: the same FMA schedule as
-// the packed kernel, but the 2 B vectors of step k come from row k of B
-// (masked, so a narrow edge reads only its columns) and the R broadcasts from
-// R rows of A. Rows are a template parameter so an edge tile computes only
-// the rows it has and never reads a row of A that does not exist.
-template <int R, int V>
+// the packed kernel, but the V B vectors of step k come from row k of B
+// (masked, Masked, so a narrow edge reads only its columns) and the R
+// broadcasts from R rows of A. Rows are a template parameter so an edge tile
+// computes only the rows it has and never reads a row of A that does not
+// exist. Row 3j + r of A is read at base[j] + r * lda: addressed as
+// a[i * lda + k], GCC kept twelve row pointers and spilled around the loop
+// (as in the scores tile, RESULTS.md entry 104).
+template <int R, int V, bool Masked>
 void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                 float alpha, bool accumulate, int cols) {
   const __mmask16 m0 = lowLanes(cols), m1 = lowLanes(cols - 16);
@@ -120,9 +123,11 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  const float* base[4];
+  for (int j = 0; j < 4; ++j) base[j] = a + 3 * j * lda;
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[V];
-    if (cols == 16 * V) {  // a whole tile: plain loads (a masked load also takes an ALU port)
+    if (!Masked) {  // a whole tile: plain loads (a masked load also takes an ALU port)
       bv[0] = _mm512_loadu_ps(b);
       if (V > 1) bv[V - 1] = _mm512_loadu_ps(b + 16);
     } else {
@@ -131,9 +136,10 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
     }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      const __m512 av = _mm512_set1_ps(base[i / 3][(i % 3) * lda]);
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
+    for (int j = 0; j < (R + 2) / 3; ++j) ++base[j];
     b += ldb;
   }
   const __m512 va = _mm512_set1_ps(alpha);
@@ -149,12 +155,12 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
   }
 }
 
-template <int V>
+template <int V, bool Masked>
 void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                 int64_t ldc, float alpha, bool accumulate, int cols) {
   switch (rows) {
 #define MHSA_DIRECT_CASE(R) \
-  case R: return directTile<R, V>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  case R: return directTile<R, V, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
     MHSA_DIRECT_CASE(1) MHSA_DIRECT_CASE(2) MHSA_DIRECT_CASE(3) MHSA_DIRECT_CASE(4)
     MHSA_DIRECT_CASE(5) MHSA_DIRECT_CASE(6) MHSA_DIRECT_CASE(7) MHSA_DIRECT_CASE(8)
     MHSA_DIRECT_CASE(9) MHSA_DIRECT_CASE(10) MHSA_DIRECT_CASE(11) MHSA_DIRECT_CASE(12)
@@ -167,10 +173,14 @@ void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* 
 
 void microKernelDirect12x32Avx512(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                   int64_t ldc, float alpha, bool accumulate, int rows, int cols) {
-  if (cols > 16)
-    directRows<2>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  if (cols == 32)
+    directRows<2, false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  else if (cols > 16)
+    directRows<2, true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  else if (cols == 16)
+    directRows<1, false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
   else
-    directRows<1>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<1, true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
 }
 
 }  // namespace mhsa
