@@ -25,6 +25,12 @@
  * under two names, to see the noise floor: two paths to one file are one
  * module to dlopen.
  *
+ * Calls well under a millisecond can mislead in a whole run: an A/A run (one build
+ * under two names) of `matmul 256,64,256` once measured B/A 1.78 and another 1.69, where the
+ * next A/A runs measured 1.00. Each addon has its own thread pool, and in some runs one
+ * addon's helper seems to share a core with the main thread throughout. Run short ops twice,
+ * in both orders, or time them natively (RESULTS.md, entry 105).
+ *
  * Build an addon to compare with: check the other commit out in a worktree,
  * `node scripts/build-addon.js` there, copy build/Release/mhsa.node away.
  *

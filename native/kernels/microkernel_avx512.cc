@@ -123,8 +123,8 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-  const float* base[4];
-  for (int j = 0; j < 4; ++j) base[j] = a + 3 * j * lda;
+  const float* base[4];  // only those of rows the tile has: a pointer past A's rows would be undefined
+  for (int j = 0; j < 4; ++j) base[j] = 3 * j < R ? a + 3 * j * lda : a;
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[V];
     if (!Masked) {  // a whole tile: plain loads (a masked load also takes an ALU port)
