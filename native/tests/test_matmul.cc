@@ -177,9 +177,10 @@ TEST(matmul_empty_dims_write_nothing_or_zeros) {
 
 TEST(matmul_column_blocks_all_taken_by_one_thread) {
   // Called from inside a parallel task, gemmParallel runs its tasks on this
-  // thread alone, one after the other: the first takes its own column blocks,
-  // then every block of the other threads' runs from the back (gemm.cc,
-  // BlockRun), as a thread does when the host stalls the others.
+  // thread alone, one after the other: the first takes its own column run,
+  // then all of the other threads' runs from the back (gemm.cc, SliverRun),
+  // as a thread does when the host stalls the others; each run's last pieces
+  // are narrower than a block.
   if (numThreads() < 2) return;
   std::mt19937_64 rng(testSeed() + 7);
   parallelFor(2, [&](int64_t t) {
