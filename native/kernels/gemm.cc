@@ -340,8 +340,50 @@ int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t 
   return fetchesAhead(kt, p, mc, kc) ? gemmPrepackedColumnBlock(kc) : ncb;
 }
 
+// Whether gemmParallel's shared-A path reads A's rows where they lie instead
+// of packing them (directMacroKernel): a prepacked B, a row-major A whose rows
+// are about as far apart as they are long, and the whole depth in one update.
+// The direct micro-kernel then sums in the packed one's order, so the bits are
+// the same. Packing copies all of A once more and needs a region of its own
+// before the product can start; the ViT block's output projection took 2-13 %
+// less time without it (RESULTS.md, entry 111). Only where the table says the
+// direct kernel keeps up with the packed one (KernelTable::gemmAInPlace).
+bool readsAInPlace(const KernelTable& kt, const GemmProblem& p) {
+  return kt.gemmAInPlace && p.packedB && !p.aLayerNorm && p.a.colStride == 1 && p.outColStride == 1 &&
+         p.k <= kGemmKCSingleMax && p.a.rowStride <= 2 * p.k;
+}
+
+// gemmMacroKernel for rows [ic, ic + mc) of an A read in place (readsAInPlace)
+// against the B block bBlock, columns jc + [0, nc), depth [pc, pc + kc): the
+// direct micro-kernel with B's packed slivers as its row-major B (kc x nr),
+// the bias added to each tile as the packed kernel adds it (last), and the
+// next B block requested into L2 a share per tile, as gemmMacroKernel does.
+void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                       int64_t jc, int64_t nc, const float* bBlock, bool accumulate, const float* next,
+                       int64_t nextFloats) {
+  const int mr = kt.mr, nr = kt.nr;
+  const float* bias = pc == 0 ? p.bias : nullptr;
+  const int64_t nextPerTile = ceilDiv(kc, 8) * 16;
+  int64_t nextDone = 0;
+  for (int64_t ir = 0; ir < mc; ir += mr) {
+    const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
+    const float* a = p.a.data + (ic + ir) * p.a.rowStride + pc;
+    for (int64_t jr = 0; jr < nc; jr += nr) {
+      const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jr));
+      if (next != nullptr && nextDone + nextPerTile <= nextFloats)
+        for (int64_t o = 0; o < nextPerTile; o += 16) __builtin_prefetch(next + nextDone + o, 0, 2);
+      nextDone += nextPerTile;
+      float* c = p.out + (ic + ir) * p.outRowStride + jc + jr;
+      kt.microKernelDirect(kc, a, p.a.rowStride, bBlock + jr * kc, nr, c, p.outRowStride, p.alpha, accumulate, rows,
+                           cols);
+      if (bias) kt.addRowToTile(c, p.outRowStride, rows, cols, bias + jc + jr);
+    }
+  }
+}
+
 // Columns [jc, jc + nc) of one rank-kc update (one block of updateRegion's
-// walk); a prepacked B's block at nextJc (< 0: none) is requested into L2 meanwhile.
+// walk); a prepacked B's block at nextJc (< 0: none) is requested into L2
+// meanwhile. ap is the packed A block, or null for A read in place (readsAInPlace).
 void updateBlock(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
                  int64_t jc, int64_t nc, int64_t nextJc, int64_t nextNc, const float* ap, float* bScratch,
                  bool accumulate) {
@@ -357,6 +399,10 @@ void updateBlock(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_
     }
   } else {
     packB(p.b, pc, kc, jc, nc, kt.nr, bScratch);
+  }
+  if (ap == nullptr) {
+    directMacroKernel(kt, p, ic, mc, pc, kc, jc, nc, bBlock, accumulate, next, nextFloats);
+    return;
   }
   gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bBlock, kc, accumulate, pc == 0, next, nextFloats);
 }
@@ -570,9 +616,11 @@ void gemmParallel(const GemmProblem& p) {
   const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
   const int64_t kcMax = std::min(kcb, p.k);
   const int64_t mcMax = std::min(kGemmMC, roundUp(p.m, mr));
-  // The A block is packed by all threads together and shared (read from L3);
-  // each thread packs its own B blocks into its own scratch (its own L2).
-  float* ap = scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
+  // The A block is packed by all threads together and shared (read from L3),
+  // unless it is read in place; each thread packs its own B blocks into its
+  // own scratch (its own L2).
+  const bool aInPlace = readsAInPlace(kt, p);
+  float* ap = aInPlace ? nullptr : scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(mcMax * kcMax));
   for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
     const int64_t mc = std::min(kGemmMC, p.m - ic);
     int tm = 1, tn = 1;
@@ -584,12 +632,14 @@ void gemmParallel(const GemmProblem& p) {
       const int64_t kc = std::min(kcb, p.k - pc);
       const int64_t packTasks = std::min<int64_t>(mcSlivers, threads * 4);
       const int64_t perTask = ceilDiv(mcSlivers, packTasks);
-      parallelFor(packTasks, [&](int64_t t) {
-        const int64_t s0 = t * perTask, s1 = std::min(mcSlivers, s0 + perTask);
-        if (s0 >= s1) return;
-        const int64_t r0 = s0 * mr, r1 = std::min(mc, s1 * mr);
-        packA(p.a, ic + r0, r1 - r0, pc, kc, mr, ap + r0 * kc, p.aLayerNorm);
-      });
+      if (!aInPlace) {
+        parallelFor(packTasks, [&](int64_t t) {
+          const int64_t s0 = t * perTask, s1 = std::min(mcSlivers, s0 + perTask);
+          if (s0 >= s1) return;
+          const int64_t r0 = s0 * mr, r1 = std::min(mc, s1 * mr);
+          packA(p.a, ic + r0, r1 - r0, pc, kc, mr, ap + r0 * kc, p.aLayerNorm);
+        });
+      }
       // Each thread walks the column blocks of its own region from the front,
       // then takes what is left of the other regions' runs from the back, so a
       // thread the host slows down no longer holds the other at the join for
@@ -622,7 +672,8 @@ void gemmParallel(const GemmProblem& p) {
           while (runs[static_cast<size_t>(owner)].take(o == 0, &piece)) {
             const int64_t jc = n0 + piece.first * nr, nextJc = piece.nextCount > 0 ? n0 + piece.nextFirst * nr : -1;
             updateBlock(kt, p, ic + m0, m1 - m0, pc, kc, jc, std::min(piece.count * nr, n1 - jc), nextJc,
-                        nextJc >= 0 ? std::min(piece.nextCount * nr, n1 - nextJc) : 0, ap + m0 * kc, bp,
+                        nextJc >= 0 ? std::min(piece.nextCount * nr, n1 - nextJc) : 0,
+                        aInPlace ? nullptr : ap + m0 * kc, bp,
                         p.accumulate || pc > 0);
           }
         }

@@ -23,6 +23,7 @@
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx2
 #define MHSA_MR 6
 #define MHSA_NR 16
+#define MHSA_GEMM_A_IN_PLACE true
 
 static_assert(MHSA_MR == ::mhsa::kScoresTileMrAvx2 && MHSA_NR == ::mhsa::kScoresTileNrAvx2,
               "the fused scores tile must match the micro-kernel's geometry");

@@ -22,6 +22,7 @@
 #define MHSA_EXP_SUB_SUM ::mhsa::expSubSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512
 #define MHSA_ATTENTION_KV_IN_PLACE true
+#define MHSA_GEMM_A_IN_PLACE true
 #define MHSA_MR 12
 #define MHSA_NR 32
 

@@ -128,6 +128,12 @@ struct KernelTable {
   // packing (N197 0.97); the AVX2 and portable tables measured 1.01-1.07
   // slower, so they keep packing.
   bool attentionKVInPlace;
+
+  // Whether gemmParallel's shared-A path may read a row-major A in place
+  // against a prepacked B (gemm.cc, readsAInPlace): a measured choice per
+  // table. AVX-512 and AVX2 took 0.97-1.00 the time (bits unchanged); the
+  // portable direct kernel measured 1.23-1.27x slower than packing.
+  bool gemmAInPlace;
 };
 
 const KernelTable& kernels();
