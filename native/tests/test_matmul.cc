@@ -156,6 +156,19 @@ TEST(matmul_prepacked_b_across_cache_blocks) {
   runCase({197, 130, 65, true, false, 1, 1, true, true, 3, 0}, rng);
 }
 
+TEST(matmul_prepacked_b_against_a_read_in_place) {
+  // A row-major A against a prepacked B is read where it lies, not packed,
+  // where the kernel table allows it (gemm.cc, readsAInPlace): when the threads
+  // share one A (few rows) and when each takes its own rows (at least 64
+  // slivers per thread), with edge rows and columns, alpha and c, and A
+  // transposed (packed as before).
+  std::mt19937_64 rng(testSeed() + 8);
+  runCase({197, 130, 768, false, false, 1, 0, false, true, 0, 0}, rng);
+  runCase({61, 37, 1000, false, false, 0.5f, 1, true, true, 0, 0}, rng);
+  runCase({1601, 45, 96, false, false, 1, 0.25f, true, true, 0, 0}, rng);
+  runCase({1601, 45, 96, true, false, 2, 0, false, true, 0, 0}, rng);
+}
+
 TEST(matmul_larger_than_one_a_block) {
   std::mt19937_64 rng(testSeed() + 3);
   // m > MC (1152) and k > KC: several A blocks and rank-KC updates, threads split the grid.
