@@ -453,13 +453,17 @@ describe(`MultiHeadSelfAttention vs a float64 reference of the block (seed ${SEE
 describe(`layerNormMatmul, the block's LayerNorm inside its QKV projection (seed ${SEED})`, () => {
   // Rows are normalized four at a time as A is packed (native/kernels/gemm.cc,
   // packANormalized): 26 and 197 rows leave partial groups and slivers.
+  // An alpha that is not a power of two: the unfused matmul reads its A in
+  // place, the fused one packs it, and both must round alpha · sum and then
+  // the bias as separate steps.
   for (const [M, K, N, parts] of [
-    [26, 48, 40, { weight: true, bias: true }],
+    [26, 48, 40, { weight: true, bias: true, alpha: 0.37 }],
     [197, 768, 96, { weight: true }],
+    [197, 768, 96, { weight: true, alpha: -1.3 }],
     [5, 1024, 33, { bias: true }],
     [13, 3, 64, {}],
-  ] as Array<[number, number, number, { weight?: boolean; bias?: boolean }]>) {
-    test(`M ${M}, K ${K}, N ${N}${parts.weight ? ', weight' : ''}${parts.bias ? ', bias' : ''}: the bits of layerNorm then matmul`, async () => {
+  ] as Array<[number, number, number, { weight?: boolean; bias?: boolean; alpha?: number }]>) {
+    test(`M ${M}, K ${K}, N ${N}${parts.weight ? ', weight' : ''}${parts.bias ? ', bias' : ''}${parts.alpha ? `, alpha ${parts.alpha}` : ''}: the bits of layerNorm then matmul`, async () => {
       const rng = rngFor(SEED, `layerNormMatmul ${M} ${K} ${N}`);
       const x = tensor(randomFloat32(rng, M * K).map((v) => 3 * v + 1), [M, K]);
       const w = prepack(tensor(randomFloat32(rng, N * K), [N, K]), { transpose: true });
@@ -467,11 +471,12 @@ describe(`layerNormMatmul, the block's LayerNorm inside its QKV projection (seed
       const weight = parts.weight ? tensor(randomFloat32(rng, K).map((v) => 1 + v), [K]) : undefined;
       const bias = parts.bias ? tensor(randomFloat32(rng, K), [K]) : undefined;
       const eps = 1e-5;
-      const expected = matmul(layerNorm(x, { weight, bias, eps }), w, { c });
+      const alpha = parts.alpha ?? 1;
+      const expected = matmul(layerNorm(x, { weight, bias, eps }), w, { c, alpha });
       const poisoned = () => tensor(new Float32Array(M * N).fill(NaN), [M, N]);
-      const got = layerNormMatmul(x, w, { weight, bias, eps }, { c, out: poisoned() });
+      const got = layerNormMatmul(x, w, { weight, bias, eps }, { c, alpha, out: poisoned() });
       expectBitEqual(got.data, expected.data, { seed: SEED, label: `layerNormMatmul ${M}x${K}x${N}` });
-      const gotAsync = await layerNormMatmulAsync(x, w, { weight, bias, eps }, { c, out: poisoned() });
+      const gotAsync = await layerNormMatmulAsync(x, w, { weight, bias, eps }, { c, alpha, out: poisoned() });
       expectBitEqual(gotAsync.data, expected.data, { seed: SEED, label: `layerNormMatmulAsync ${M}x${K}x${N}` });
     });
   }

@@ -3,7 +3,7 @@
  * the seed is in the describe title and in every failure message
  * (replay: MHSA_TEST_SEED=<seed> npx jest test/matmul.test.ts).
  */
-import { matmul, matmulAsync, type MatmulOptions, type Tensor } from '../lib';
+import { matmul, matmulAsync, prepack, type MatmulOptions, type Tensor } from '../lib';
 import {
   SIZES,
   dotProductScale,
@@ -413,4 +413,40 @@ describe(`matmulAsync equals matmul bit-for-bit (seed ${SEED})`, () => {
     const ref = reference(ba).data;
     expectClose(r.data, ref, TOL, { seed: SEED, label: `matmulAsync ${ba.label}`, scale: cancellationScale(ba, ref.length) });
   });
+});
+
+describe(`every path of a product gives the same bits (seed ${SEED})`, () => {
+  // A row-major a is read in place (against a prepacked b, or when the product
+  // is small); transposeA makes the same a a strided view, which is packed.
+  // Every path rounds alpha·(a·b), then + beta·c, as separate steps (the
+  // kernels are built with -ffp-contract=off), so with alpha and beta that
+  // are not powers of two the bits still agree.
+  const transposed = (x: Float32Array, rows: number, cols: number): Float32Array => {
+    const t = new Float32Array(x.length);
+    for (let i = 0; i < rows; ++i) for (let j = 0; j < cols; ++j) t[j * rows + i] = x[i * cols + j];
+    return t;
+  };
+  for (const [M, K, N, packed] of [
+    [197, 768, 96, true],
+    [26, 130, 1000, true],
+    [1601, 45, 70, true],
+    [63, 64, 65, false],
+    [197, 64, 197, false],
+  ] as Array<[number, number, number, boolean]>) {
+    test(`${M}x${K}x${N}${packed ? ', b prepacked' : ''}: a in place and a packed agree, alpha 0.37, with c`, () => {
+      const rng = rngFor(SEED, `paths ${M} ${K} ${N}`);
+      const a = randomFloat32(rng, M * K);
+      const bData = randomFloat32(rng, K * N);
+      const b: Tensor | ReturnType<typeof prepack> = packed ? prepack({ data: bData, shape: [K, N] }) : { data: bData, shape: [K, N] };
+      const row = { data: randomFloat32(rng, N), shape: [N] };
+      const full = { data: randomFloat32(rng, M * N), shape: [M, N] };
+      // A row c with beta 1 is the projections' bias, added as each tile is stored.
+      for (const [c, beta] of [[row, 1], [row, 0.61], [full, 0.61]] as Array<[Tensor, number]>) {
+        const opts = { alpha: 0.37, beta, c };
+        const inPlace = matmul({ data: a, shape: [M, K] }, b, opts);
+        const viaPacking = matmul({ data: transposed(a, M, K), shape: [K, M] }, b, { ...opts, transposeA: true });
+        expectBitEqual(inPlace.data, viaPacking.data, { seed: SEED, label: `${M}x${K}x${N} c ${c.shape.join('x')} beta ${beta}` });
+      }
+    });
+  }
 });

@@ -14,7 +14,7 @@ cd "$root"
 core=$(node -p "require('./native/sources.json').core.join(' ')")
 avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
 avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
-flags="-O3 -std=c++17 -DMHSA_HAVE_X86_KERNELS -pthread"
+flags="-O3 -std=c++17 -ffp-contract=off -DMHSA_HAVE_X86_KERNELS -pthread"
 objs=()
 for f in $core benchmarks/native/gemm_bench.cc benchmarks/native/block_bench.cc benchmarks/native/tile_bench.cc; do
   o="$out/$(basename "$f" .cc).o"; g++ $flags -c "$f" -o "$o" & objs+=("$o")
