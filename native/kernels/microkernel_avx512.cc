@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace mhsa {
 
 namespace {
@@ -46,7 +48,11 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
   for (int64_t k = 0; k < kc; ++k) {
     __m512 b[V];
     for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(bp + 16 * v);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * bStride), _MM_HINT_T0);
+    // Row k + 8 of B, which the last 8 steps request past the sliver's end:
+    // formed as an integer, since pointer arithmetic past B would be undefined.
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(bp) +
+                                               static_cast<uintptr_t>(8 * bStride) * sizeof(float)),
+                 _MM_HINT_T0);
     if ((k & 7) == 0) {
       _mm_prefetch(reinterpret_cast<const char*>(fetchBase + 16 * (k >> 3)), _MM_HINT_T1);
     }
