@@ -343,8 +343,9 @@ int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t 
 // Whether gemmParallel's shared-A path reads A's rows where they lie instead
 // of packing them (directMacroKernel): a prepacked B, a row-major A whose rows
 // are about as far apart as they are long, and the whole depth in one update.
-// The direct micro-kernel then sums in the packed one's order, so the bits are
-// the same. Packing copies all of A once more and needs a region of its own
+// The direct micro-kernel then sums in the packed one's order and rounds its
+// epilogue alike (no contraction: -ffp-contract=off, RESULTS.md entry 113),
+// so the bits are the same. Packing copies all of A once more and needs a region of its own
 // before the product can start; the ViT block's output projection took 2-13 %
 // less time without it (RESULTS.md, entry 111). Only where the table says the
 // direct kernel keeps up with the packed one (KernelTable::gemmAInPlace).
