@@ -7,8 +7,9 @@
 //
 // Build and run: BENCH=tile benchmarks/native/run.sh [depth=64] [rows=mr]
 // (MHSA_ISA=avx2 for the AVX2 table; INPLACE=1 gives the scores tile K's rows
-// in place, depth floats apart, as attention reads a [batch, heads, seq, d] K.) Prints ns per tile, GFLOP/s, % of the
-// one-thread FMA peak and the scores tile's time over the GEMM tile's.
+// in place, depth floats apart, as attention reads a [batch, heads, seq, d] K.)
+// Prints ns per tile, GFLOP/s, % of the one-thread FMA peak and the scores
+// tile's time over the GEMM tile's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,9 +78,9 @@ int main(int argc, char** argv) {
     for (int pass = 0; pass < kPasses; ++pass) {
       std::fill(sum.begin(), sum.end(), 0.0f);
       for (int t = 0; t < kTilesPerPass; ++t)
-        raised |= !kt.scoresExp2Tile(depth, k.data() + t * kt.mr * depth, kInPlace ? depth : 1, kInPlace ? 1 : kt.mr, q.data(),
-                                     s.data() + t * kt.mr * kt.nr, kt.nr, alpha, rows, kt.nr, shift.data(), t == 0,
-                                     sum.data());
+        raised |= !kt.scoresExp2Tile(depth, k.data() + t * kt.mr * depth, kInPlace ? depth : 1, kInPlace ? 1 : kt.mr,
+                                     q.data(), s.data() + t * kt.mr * kt.nr, kt.nr, alpha, rows, kt.nr, shift.data(),
+                                     t == 0, sum.data());
     }
   };
 

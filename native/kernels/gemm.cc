@@ -228,6 +228,26 @@ inline void addBiasTile(const KernelTable& kt, float* c, int64_t ldc, int64_t co
     for (int j = 0; j < cols; ++j) c[i * ldc + j * colStride] += bias[j];
 }
 
+// The next B block [next, next + floats), requested into L2 a share per tile
+// of the current block: ceil(kc / 8) lines each (see KernelTable::microKernel),
+// while a whole share lies inside it (a partial last share is left to demand).
+class NextBlockShares {
+ public:
+  NextBlockShares(const float* next, int64_t floats, int64_t kc)
+      : next_(next), floats_(next ? floats : 0), perTile_(ceilDiv(kc, 8) * 16) {}
+  int64_t floatsPerShare() const { return perTile_; }
+  // The next tile's share, or null.
+  const float* take() {
+    const float* share = done_ + perTile_ <= floats_ ? next_ + done_ : nullptr;
+    done_ += perTile_;
+    return share;
+  }
+
+ private:
+  const float* next_;
+  int64_t floats_, perTile_, done_ = 0;
+};
+
 }  // namespace
 
 // Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
@@ -237,15 +257,7 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
                      int64_t bDepth, bool accumulate, bool firstStep, const float* next, int64_t nextFloats) {
   const float* bias = firstStep ? p.bias : nullptr;
   const int mr = kt.mr, nr = kt.nr;
-  // Each tile requests ceil(kc / 8) lines of `next` (see KernelTable::microKernel),
-  // while a whole share lies inside it (a partial last share is left to demand).
-  const int64_t nextPerTile = ceilDiv(kc, 8) * 16;
-  int64_t nextDone = 0;
-  auto nextShare = [&]() -> const float* {
-    const float* share = nextDone + nextPerTile <= nextFloats ? next + nextDone : nullptr;
-    nextDone += nextPerTile;
-    return share;
-  };
+  NextBlockShares shares(next, nextFloats, kc);
   float tmp[32 * 32];  // a tile for strided outputs; mr * nr <= 32 * 32 for every table
   // The A sliver (mr x kc, the broadcast operand) stays in L1 while the B
   // slivers of the block (nr x kc each, the vector operand) stream from L2.
@@ -258,11 +270,11 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
       float* c = p.out + (ic + ir) * p.outRowStride + (jc + jr) * p.outColStride;
       if (p.outColStride == 1) {
         kt.microKernel(kc, as, aStep, bs, nr, c, p.outRowStride, p.alpha, accumulate, rows, cols,
-                       bias ? bias + jc + jr : nullptr, nextShare());
+                       bias ? bias + jc + jr : nullptr, shares.take());
         continue;
       }
       // A strided output: the tile goes through tmp, the bias after it.
-      kt.microKernel(kc, as, aStep, bs, nr, tmp, nr, p.alpha, false, rows, cols, nullptr, nextShare());
+      kt.microKernel(kc, as, aStep, bs, nr, tmp, nr, p.alpha, false, rows, cols, nullptr, shares.take());
       for (int i = 0; i < rows; ++i) {
         float* o = c + i * p.outRowStride;
         for (int j = 0; j < cols; ++j) {
@@ -364,16 +376,15 @@ void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, 
                        int64_t nextFloats) {
   const int mr = kt.mr, nr = kt.nr;
   const float* bias = pc == 0 ? p.bias : nullptr;
-  const int64_t nextPerTile = ceilDiv(kc, 8) * 16;
-  int64_t nextDone = 0;
+  NextBlockShares shares(next, nextFloats, kc);
   for (int64_t ir = 0; ir < mc; ir += mr) {
     const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
     const float* a = p.a.data + (ic + ir) * p.a.rowStride + pc;
     for (int64_t jr = 0; jr < nc; jr += nr) {
       const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jr));
-      if (next != nullptr && nextDone + nextPerTile <= nextFloats)
-        for (int64_t o = 0; o < nextPerTile; o += 16) __builtin_prefetch(next + nextDone + o, 0, 2);
-      nextDone += nextPerTile;
+      // The direct kernel takes no prefetch argument: the share is requested before the tile.
+      if (const float* share = shares.take())
+        for (int64_t o = 0; o < shares.floatsPerShare(); o += 16) __builtin_prefetch(share + o, 0, 2);
       float* c = p.out + (ic + ir) * p.outRowStride + jc + jr;
       kt.microKernelDirect(kc, a, p.a.rowStride, bBlock + jr * kc, nr, c, p.outRowStride, p.alpha, accumulate, rows,
                            cols);

@@ -5,6 +5,7 @@
 // also cover the FMA latency (4 cycles x 2 ports = 8 in flight needed).
 // Compiled with -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma only.
 #include "microkernel_avx512.h"
+#include "row_bases.h"
 
 #include <immintrin.h>
 
@@ -118,9 +119,7 @@ namespace {
 // (masked, Masked, so a narrow edge reads only its columns) and the R
 // broadcasts from R rows of A. Rows are a template parameter so an edge tile
 // computes only the rows it has and never reads a row of A that does not
-// exist. Row 3j + r of A is read at base[j] + r * lda: addressed as
-// a[i * lda + k], GCC kept twelve row pointers and spilled around the loop
-// (as in the scores tile, RESULTS.md entry 104).
+// exist. A's rows are reached through RowBases (row_bases.h).
 template <int R, int V, bool Masked>
 void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                 float alpha, bool accumulate, int cols) {
@@ -129,8 +128,7 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-  const float* base[4];  // only those of rows the tile has: a pointer past A's rows would be undefined
-  for (int j = 0; j < 4; ++j) base[j] = 3 * j < R ? a + 3 * j * lda : a;
+  RowBases<R> rows(a, lda);
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[V];
     if (!Masked) {  // a whole tile: plain loads (a masked load also takes an ALU port)
@@ -142,10 +140,10 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
     }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
-      const __m512 av = _mm512_set1_ps(base[i / 3][(i % 3) * lda]);
+      const __m512 av = _mm512_set1_ps(rows.at(i, lda));
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
-    for (int j = 0; j < (R + 2) / 3; ++j) ++base[j];
+    rows.advance(1);
     b += ldb;
   }
   const __m512 va = _mm512_set1_ps(alpha);

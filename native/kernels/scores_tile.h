@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernel_table.h"
+#include "row_bases.h"
 
 namespace mhsa {
 namespace scores {
@@ -33,23 +34,19 @@ bool tile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, cons
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) t[i][v] = X::zero();
-  // K's rows in place are reached from four bases, three rows each (row
-  // 3j + r at base[j] + r * aRowStep): every address is then one base plus
-  // the stride scaled by 4 or 8 bytes. Addressed as a[i * aRowStep], GCC
-  // kept eleven multiples of the stride and spilled them around the loop
-  // (503 against 485 ns per tile packed, tile_bench INPLACE).
-  // (Only the bases of rows the tile has: a pointer past K's rows would be undefined.)
-  const float* base[4];
-  for (int j = 0; j < 4; ++j) base[j] = UnitRowStep || 3 * j >= R ? a : a + 3 * j * aRowStep;
+  RowBases<R> rows(a, UnitRowStep ? 0 : aRowStep);  // K's rows in place (row_bases.h)
   for (int64_t k = 0; k < kc; ++k) {
     Vec bv[V];
     for (int v = 0; v < V; ++v) bv[v] = X::load(b + L * v);
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
-      const Vec av = X::set1(UnitRowStep ? base[0][i] : base[i / 3][(i % 3) * aRowStep]);
+      const Vec av = X::set1(UnitRowStep ? a[i] : rows.at(i, aRowStep));
       for (int v = 0; v < V; ++v) t[i][v] = X::fmadd(av, bv[v], t[i][v]);
     }
-    for (int j = 0; j < (UnitRowStep ? 1 : (R + 2) / 3); ++j) base[j] += aDepthStep;
+    if (UnitRowStep)
+      a += aDepthStep;
+    else
+      rows.advance(aDepthStep);
     b += NR;
   }
   const Vec va = X::set1(alpha);
