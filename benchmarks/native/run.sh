@@ -6,11 +6,17 @@
 # (block_bench.cc; its argument is the seconds per group of variants).
 # BENCH=tile: attention's scores tile against the GEMM tile, one thread, in L1
 # (tile_bench.cc; its arguments are the depth and the tile's rows).
+# BENCH=pipes: which AVX-512 operations compete with FMAs for issue
+# (pipe_bench.cc, on its own: it needs no kernels).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$root/build-bench"
 mkdir -p "$out"
 cd "$root"
+if [ "${BENCH:-gemm}" = pipes ]; then
+  g++ -O3 -std=c++17 -mavx512f -mavx512dq benchmarks/native/pipe_bench.cc -o "$out/pipe_bench"
+  exec "$out/pipe_bench"
+fi
 core=$(node -p "require('./native/sources.json').core.join(' ')")
 avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
 avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
