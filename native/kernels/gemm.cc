@@ -647,9 +647,9 @@ void gemmParallel(const GemmProblem& p) {
     const int64_t mcSlivers = ceilDiv(mc, mr);
     for (int64_t pc = 0; pc < p.k; pc += kcb) {
       const int64_t kc = std::min(kcb, p.k - pc);
-      const int64_t packTasks = std::min<int64_t>(mcSlivers, threads * 4);
-      const int64_t perTask = ceilDiv(mcSlivers, packTasks);
       if (!aInPlace) {
+        const int64_t packTasks = std::min<int64_t>(mcSlivers, threads * 4);
+        const int64_t perTask = ceilDiv(mcSlivers, packTasks);
         parallelFor(packTasks, [&](int64_t t) {
           const int64_t s0 = t * perTask, s1 = std::min(mcSlivers, s0 + perTask);
           if (s0 >= s1) return;
@@ -690,8 +690,7 @@ void gemmParallel(const GemmProblem& p) {
             const int64_t jc = n0 + piece.first * nr, nextJc = piece.nextCount > 0 ? n0 + piece.nextFirst * nr : -1;
             updateBlock(kt, p, ic + m0, m1 - m0, pc, kc, jc, std::min(piece.count * nr, n1 - jc), nextJc,
                         nextJc >= 0 ? std::min(piece.nextCount * nr, n1 - nextJc) : 0,
-                        aInPlace ? nullptr : ap + m0 * kc, bp,
-                        p.accumulate || pc > 0);
+                        aInPlace ? nullptr : ap + m0 * kc, bp, p.accumulate || pc > 0);
           }
         }
       });
