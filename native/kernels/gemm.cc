@@ -357,10 +357,11 @@ int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t 
 // are about as far apart as they are long, and the whole depth in one update.
 // The direct micro-kernel then sums in the packed one's order and rounds its
 // epilogue alike (no contraction: -ffp-contract=off, RESULTS.md entry 113),
-// so the bits are the same. Packing copies all of A once more and needs a region of its own
-// before the product can start; the ViT block's output projection took 2-13 %
-// less time without it (RESULTS.md, entry 111). Only where the table says the
-// direct kernel keeps up with the packed one (KernelTable::gemmAInPlace).
+// so the bits are the same. Packing copies all of A once more and needs a
+// region of its own before the product can start; the ViT block's output
+// projection took 2-13 % less time without it (RESULTS.md, entry 111). Only
+// where the table says the direct kernel keeps up with the packed one
+// (KernelTable::gemmAInPlace).
 bool readsAInPlace(const KernelTable& kt, const GemmProblem& p) {
   return kt.gemmAInPlace && p.packedB && !p.aLayerNorm && p.a.colStride == 1 && p.outColStride == 1 &&
          p.k <= kGemmKCSingleMax && p.a.rowStride <= 2 * p.k;
