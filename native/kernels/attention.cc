@@ -338,7 +338,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
           const float* kRows = kv.k + (kc0 + ir) * kv.kStride + pc;
           for (int64_t jr = 0; jr < R; jr += kt.nr)
             kt.microKernelDirect(kc, kRows, kv.kStride, qBlock + jr * kc, kt.nr, sc + ir * R + jr, R, sp.alpha, pc > 0,
-                                 rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)));
+                                 rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)), nullptr);
         }
       }
       if (p.mask) {

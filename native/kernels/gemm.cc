@@ -388,8 +388,7 @@ void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, 
         for (int64_t o = 0; o < shares.floatsPerShare(); o += 16) __builtin_prefetch(share + o, 0, 2);
       float* c = p.out + (ic + ir) * p.outRowStride + jc + jr;
       kt.microKernelDirect(kc, a, p.a.rowStride, bBlock + jr * kc, nr, c, p.outRowStride, p.alpha, accumulate, rows,
-                           cols);
-      if (bias) kt.addRowToTile(c, p.outRowStride, rows, cols, bias + jc + jr);
+                           cols, bias ? bias + jc + jr : nullptr);
     }
   }
 }
@@ -513,8 +512,8 @@ inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, 
   for (int64_t pc = 0; pc < p.k; pc += kcb) {
     kt.microKernelDirect(std::min(kcb, p.k - pc), p.a.data + ir * p.a.rowStride + pc, p.a.rowStride,
                          p.b.data + pc * p.b.rowStride + jr, p.b.rowStride, p.out + ir * p.outRowStride + jr,
-                         p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols);
-    if (pc == 0 && p.bias) addBiasTile(kt, p.out + ir * p.outRowStride + jr, p.outRowStride, 1, rows, cols, p.bias + jr);
+                         p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols,
+                         pc == 0 && p.bias ? p.bias + jr : nullptr);
   }
 }
 

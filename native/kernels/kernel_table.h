@@ -61,9 +61,11 @@ struct KernelTable {
   // The same tile read straight from row-major operands, for products too
   // small for packing to pay (see gemmDirect): A as a[i * lda + k], B as
   // b[k * ldb + j]; only rows <= mr rows of A and cols <= nr columns of B are
-  // read, so an edge tile never touches memory past the operands.
+  // read, so an edge tile never touches memory past the operands. The bias, as
+  // microKernel's: added last, in the tile's own epilogue (a pass over the
+  // stored tile cost ~0.5 % of the ViT block: RESULTS.md, entry 120).
   void (*microKernelDirect)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                            int64_t ldc, float alpha, bool accumulate, int rows, int cols);
+                            int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias);
 
   // Largest element of x[0..n), -Infinity for n == 0. NaN-propagation is not guaranteed.
   float (*rowMax)(const float* x, int64_t n);

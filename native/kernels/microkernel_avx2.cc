@@ -116,7 +116,7 @@ namespace {
 // edge (Masked) loads B with lane masks so it reads only its columns.
 template <int R, bool Masked>
 void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                float alpha, bool accumulate, int cols) {
+                float alpha, bool accumulate, int cols, const float* bias) {
   const __m256i m0 = laneMask(cols);
   const __m256i m1 = laneMask(cols - 8);
   __m256 acc[R][2];
@@ -136,15 +136,15 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
     }
     b += ldb;
   }
-  storeTile<R>(acc, c, ldc, alpha, accumulate, cols, nullptr);
+  storeTile<R>(acc, c, ldc, alpha, accumulate, cols, bias);
 }
 
 template <bool Masked>
 void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                int64_t ldc, float alpha, bool accumulate, int cols) {
+                int64_t ldc, float alpha, bool accumulate, int cols, const float* bias) {
   switch (rows) {
 #define MHSA_DIRECT_CASE(R) \
-  case R: return directTile<R, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  case R: return directTile<R, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
     MHSA_DIRECT_CASE(1) MHSA_DIRECT_CASE(2) MHSA_DIRECT_CASE(3) MHSA_DIRECT_CASE(4) MHSA_DIRECT_CASE(5)
     MHSA_DIRECT_CASE(6)
 #undef MHSA_DIRECT_CASE
@@ -155,11 +155,11 @@ void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* 
 }  // namespace
 
 void microKernelDirect6x16Avx2(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                               int64_t ldc, float alpha, bool accumulate, int rows, int cols) {
+                               int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias) {
   if (cols >= kNR)
-    directRows<false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
   else
-    directRows<true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
 }
 
 }  // namespace mhsa

@@ -122,7 +122,7 @@ namespace {
 // exist. A's rows are reached through RowBases (row_bases.h).
 template <int R, int V, bool Masked>
 void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                float alpha, bool accumulate, int cols) {
+                float alpha, bool accumulate, int cols, const float* bias) {
   const __mmask16 m0 = lowLanes(cols), m1 = lowLanes(cols - 16);
   __m512 acc[R][V];
 #pragma GCC unroll 12
@@ -147,6 +147,9 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
     b += ldb;
   }
   const __m512 va = _mm512_set1_ps(alpha);
+  // The bias row, added last as the packed kernel adds it (the same bits).
+  __m512 biasv[V];
+  for (int v = 0; v < V; ++v) biasv[v] = bias ? _mm512_maskz_loadu_ps(v == 0 ? m0 : m1, bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
@@ -154,6 +157,7 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
       const __mmask16 m = v == 0 ? m0 : m1;
       __m512 r = _mm512_mul_ps(acc[i][v], va);
       if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, row + 16 * v));
+      if (bias) r = _mm512_add_ps(r, biasv[v]);
       _mm512_mask_storeu_ps(row + 16 * v, m, r);
     }
   }
@@ -161,10 +165,10 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
 
 template <int V, bool Masked>
 void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                int64_t ldc, float alpha, bool accumulate, int cols) {
+                int64_t ldc, float alpha, bool accumulate, int cols, const float* bias) {
   switch (rows) {
 #define MHSA_DIRECT_CASE(R) \
-  case R: return directTile<R, V, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  case R: return directTile<R, V, Masked>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
     MHSA_DIRECT_CASE(1) MHSA_DIRECT_CASE(2) MHSA_DIRECT_CASE(3) MHSA_DIRECT_CASE(4)
     MHSA_DIRECT_CASE(5) MHSA_DIRECT_CASE(6) MHSA_DIRECT_CASE(7) MHSA_DIRECT_CASE(8)
     MHSA_DIRECT_CASE(9) MHSA_DIRECT_CASE(10) MHSA_DIRECT_CASE(11) MHSA_DIRECT_CASE(12)
@@ -176,15 +180,16 @@ void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* 
 }  // namespace
 
 void microKernelDirect12x32Avx512(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                                  int64_t ldc, float alpha, bool accumulate, int rows, int cols) {
+                                  int64_t ldc, float alpha, bool accumulate, int rows, int cols,
+                                  const float* bias) {
   if (cols == 32)
-    directRows<2, false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<2, false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
   else if (cols > 16)
-    directRows<2, true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<2, true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
   else if (cols == 16)
-    directRows<1, false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<1, false>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
   else
-    directRows<1, true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+    directRows<1, true>(rows, kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
 }
 
 }  // namespace mhsa

@@ -57,7 +57,7 @@ inline void storeTile(const float32x4_t (&acc)[kMR][2], float* c, int64_t ldc, f
 // past the operand is read.
 template <int R>
 void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                float alpha, bool accumulate, int cols) {
+                float alpha, bool accumulate, int cols, const float* bias) {
   float32x4_t acc[kMR][2];
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
   float edge[kNR] = {};
@@ -74,7 +74,7 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
       acc[i][1] = vfmaq_n_f32(acc[i][1], b1, x);
     }
   }
-  storeTile(acc, c, ldc, alpha, accumulate, R, cols);
+  storeTile(acc, c, ldc, alpha, accumulate, R, cols, bias);
 }
 
 }  // namespace
@@ -106,10 +106,10 @@ void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float
 }
 
 void microKernelDirect12x8Neon(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                               int64_t ldc, float alpha, bool accumulate, int rows, int cols) {
+                               int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias) {
   switch (rows) {
 #define MHSA_DIRECT_CASE(R) \
-  case R: return directTile<R>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols);
+  case R: return directTile<R>(kc, a, lda, b, ldb, c, ldc, alpha, accumulate, cols, bias);
     MHSA_DIRECT_CASE(1) MHSA_DIRECT_CASE(2) MHSA_DIRECT_CASE(3) MHSA_DIRECT_CASE(4)
     MHSA_DIRECT_CASE(5) MHSA_DIRECT_CASE(6) MHSA_DIRECT_CASE(7) MHSA_DIRECT_CASE(8)
     MHSA_DIRECT_CASE(9) MHSA_DIRECT_CASE(10) MHSA_DIRECT_CASE(11) MHSA_DIRECT_CASE(12)

@@ -6,5 +6,5 @@ void microKernel12x8Neon(int64_t kc, const float* ap, int64_t aStep, const float
                          int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias,
                          const float* prefetch);
 void microKernelDirect12x8Neon(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                               int64_t ldc, float alpha, bool accumulate, int rows, int cols);
+                               int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias);
 }  // namespace mhsa
