@@ -9,7 +9,7 @@ import { attentionOnFusedQkvStage, type AttentionOptions, type AttentionWithWeig
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { layerNormStage } from './layernorm';
-import { allocateFloats, checkAllocation } from './memory';
+import { allocateFloats, checkAllocation, getAllocationLimit } from './memory';
 import { LAYER_NORM_MATMUL_MAX_K, layerNormMatmulStage, matmulStage, type RowLayerNorm } from './matmul';
 import { native, sequenceArgs, type NativeCallback, type NativeStage } from './native';
 import { runAsync, type NamedBuffer } from './queue';
@@ -709,10 +709,9 @@ export class MultiHeadSelfAttention {
     const tokens = tx.shape[rank - 2];
     const causal = optBoolean(fn, 'causal', opts.causal, false);
     const returnWeights = optBoolean(fn, 'returnWeights', opts.returnWeights, false);
-    const full = [batch, this.heads, tokens, tokens];
-
     let mask: CheckedTensor | undefined;
     if (opts.mask !== undefined) {
+      const full = [batch, this.heads, tokens, tokens];
       mask = checkTensor(fn, 'options.mask', opts.mask);
       if (!broadcastsTo(mask.shape, full)) {
         throw rangeError(
@@ -753,12 +752,19 @@ export class MultiHeadSelfAttention {
       }
     }
 
-    // Everything this call may allocate, checked before any of it is.
-    checkAllocation(fn, [
-      ['the result', opts.out === undefined ? batch * tokens * this.dim : 0],
-      ['the workspace', this.workspaceGrowth(batch * tokens)],
-      ['the weights', returnWeights ? batch * tokens * tokens * (this.heads + 1) : 0],
-    ]);
+    // Everything this call may allocate, checked before any of it is. The list
+    // for the error is built only past the limit: between two forwards, JS runs
+    // several times slower than hot, and every allocation here costs (entry 122).
+    const resultFloats = opts.out === undefined ? batch * tokens * this.dim : 0;
+    const workspaceFloats = this.workspaceGrowth(batch * tokens);
+    const weightFloats = returnWeights ? batch * tokens * tokens * (this.heads + 1) : 0;
+    if ((resultFloats + workspaceFloats + weightFloats) * 4 > getAllocationLimit()) {
+      checkAllocation(fn, [
+        ['the result', resultFloats],
+        ['the workspace', workspaceFloats],
+        ['the weights', weightFloats],
+      ]);
+    }
     const out = resultTensor(fn, opts.out, tx.shape);
     checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
     for (const [name, data] of this.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
