@@ -438,23 +438,29 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
 
 // A run of column slivers [front, back) that its owner takes from the front
 // and other threads, once their own run is done, from the back (one atomic
-// word, so each sliver is taken exactly once), a piece at a time: a whole
+// word, so each piece is taken exactly once), a piece at a time: a whole
 // block of `block` slivers, or, near the end of the run, the remaining
-// slivers over the threads (so a run of 36 ends 4, 4, 2, 1, 1). The threads
-// then finish a region about one sliver apart rather than up to a whole block
-// (128 columns of a prepacked weight are 0.34 ms of one core at M = 197, and
-// the ViT block's two projections lost 40-190 us per call at their joins).
+// slivers over the threads (so a run of 36 ends 4, 4, 2, 1, 1), and, once
+// fewer slivers than threads are left, a part of one sliver's rows (one of
+// `parts`). The threads then finish a region about a part of a sliver apart
+// rather than up to a whole block: 128 columns of a prepacked weight are
+// 0.34 ms of one core at M = 197, and the ViT block's two projections lost
+// 40-190 us per call at their joins; one sliver is still ~85 us (entry 123).
+// Positions count units of a part of a sliver: unit u is part u % parts of
+// sliver u / parts, and every piece but those last ones is whole slivers.
 class SliverRun {
  public:
   struct Piece {
-    int64_t first, count;          // slivers [first, first + count)
+    int64_t first, count;          // units [first, first + count)
     int64_t nextFirst, nextCount;  // the piece its taker will likely take next (count 0: none), for the fetch-ahead
   };
-  void reset(int64_t slivers, int64_t block, int threads) {
+  void reset(int64_t slivers, int64_t block, int threads, int64_t parts) {
     block_ = std::max<int64_t>(1, block);
     threads_ = std::max(1, threads);
-    fb_.store(static_cast<uint64_t>(slivers) << 32, std::memory_order_relaxed);
+    parts_ = std::max<int64_t>(1, parts);
+    fb_.store(static_cast<uint64_t>(slivers * parts_) << 32, std::memory_order_relaxed);
   }
+  int64_t parts() const { return parts_; }
   bool take(bool fromFront, Piece* piece) {
     uint64_t v = fb_.load(std::memory_order_relaxed);
     for (;;) {
@@ -474,9 +480,14 @@ class SliverRun {
   }
 
  private:
-  int64_t size(int64_t remaining) const { return std::min(block_, (remaining + threads_ - 1) / threads_); }
+  // While whole pieces are taken, front and back stay on sliver boundaries
+  // (every count is a multiple of parts_), so `remaining` is whole slivers too.
+  int64_t size(int64_t remaining) const {
+    if (remaining < threads_ * parts_) return 1;
+    return parts_ * std::min(block_, (remaining / parts_ + threads_ - 1) / threads_);
+  }
   alignas(64) std::atomic<uint64_t> fb_{0};  // a line of its own: both threads update it
-  int64_t block_ = 1;
+  int64_t block_ = 1, parts_ = 1;
   int threads_ = 1;
 };
 
@@ -675,7 +686,7 @@ void gemmParallel(const GemmProblem& p) {
         int64_t m0, m1, n0, n1;
         if (bounds(r, &m0, &m1, &n0, &n1))
           runs[static_cast<size_t>(r)].reset(ceilDiv(n1 - n0, nr), updateBlockColumns(kt, p, m1 - m0, kc, ncb) / nr,
-                                             threads);
+                                             threads, std::min<int64_t>(kGemmSliverRowParts, ceilDiv(m1 - m0, mr)));
       }
       parallelFor(regions, [&](int64_t r) {
         float* bp = p.packedB ? nullptr
@@ -685,12 +696,24 @@ void gemmParallel(const GemmProblem& p) {
           const int64_t owner = (r + o) % regions;
           int64_t m0, m1, n0, n1;
           if (!bounds(owner, &m0, &m1, &n0, &n1)) continue;
+          SliverRun& run = runs[static_cast<size_t>(owner)];
+          const int64_t parts = run.parts();
+          const int64_t partRows = ceilDiv(ceilDiv(m1 - m0, mr), parts) * mr;  // whole mr-row slivers of A
           SliverRun::Piece piece{};
-          while (runs[static_cast<size_t>(owner)].take(o == 0, &piece)) {
-            const int64_t jc = n0 + piece.first * nr, nextJc = piece.nextCount > 0 ? n0 + piece.nextFirst * nr : -1;
-            updateBlock(kt, p, ic + m0, m1 - m0, pc, kc, jc, std::min(piece.count * nr, n1 - jc), nextJc,
-                        nextJc >= 0 ? std::min(piece.nextCount * nr, n1 - nextJc) : 0,
-                        aInPlace ? nullptr : ap + m0 * kc, bp, p.accumulate || pc > 0);
+          while (run.take(o == 0, &piece)) {
+            const int64_t jc = n0 + piece.first / parts * nr;
+            const int64_t nextJc = piece.nextCount > 0 ? n0 + piece.nextFirst / parts * nr : -1;
+            const int64_t nextNc =
+                nextJc >= 0 ? std::min(std::max<int64_t>(1, piece.nextCount / parts) * nr, n1 - nextJc) : 0;
+            int64_t r0 = 0, r1 = m1 - m0, slivers = piece.count / parts;
+            if (piece.count % parts != 0) {  // one part of one sliver's rows
+              r0 = piece.first % parts * partRows;
+              r1 = std::min(m1 - m0, r0 + partRows);
+              slivers = 1;
+              if (r0 >= r1) continue;
+            }
+            updateBlock(kt, p, ic + m0 + r0, r1 - r0, pc, kc, jc, std::min(slivers * nr, n1 - jc), nextJc, nextNc,
+                        aInPlace ? nullptr : ap + (m0 + r0) * kc, bp, p.accumulate || pc > 0);
           }
         }
       });

@@ -183,6 +183,12 @@ constexpr double kGemmParallelMinFlops = 512.0 * 1024;
 // than the barrier it saves).
 constexpr int64_t kGemmOwnRowsMinSlivers = 32;
 
+// Parts into which gemmParallel's column runs split the rows of their last
+// slivers (SliverRun), so two threads finish a product about a quarter of a
+// sliver apart: at M = 197 and depth 768 a whole 32-column sliver is ~85 us
+// of one core (entry 123).
+constexpr int64_t kGemmSliverRowParts = 4;
+
 // When B is packed per call, each thread takes its own rows (packing its A
 // rows and all of B itself, one fork/join) if it gets at least
 // kGemmSplitRowsMinSlivers row slivers and either the shares differ by at
