@@ -216,14 +216,10 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 
 namespace {
 
-// c[i][j] += bias[j] over a rows x cols tile the micro-kernel has just
-// written (so it is in L1); unit column stride through the ISA's kernel.
-inline void addBiasTile(const KernelTable& kt, float* c, int64_t ldc, int64_t colStride, int rows, int cols,
-                        const float* bias) {
-  if (colStride == 1) {
-    kt.addRowToTile(c, ldc, rows, cols, bias);
-    return;
-  }
+// c[i][j] += bias[j] over a rows x cols tile of a strided output, just
+// written from the micro-kernel's temporary tile. Outputs with unit column
+// stride get the bias inside the micro-kernels' epilogues.
+inline void addBiasTile(float* c, int64_t ldc, int64_t colStride, int rows, int cols, const float* bias) {
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) c[i * ldc + j * colStride] += bias[j];
 }
@@ -282,7 +278,7 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
           dst = accumulate ? dst + tmp[i * nr + j] : tmp[i * nr + j];
         }
       }
-      if (bias) addBiasTile(kt, c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);
+      if (bias) addBiasTile(c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);
     }
   }
 }
@@ -439,13 +435,14 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
 // A run of column slivers [front, back) that its owner takes from the front
 // and other threads, once their own run is done, from the back (one atomic
 // word, so each piece is taken exactly once), a piece at a time: a whole
-// block of `block` slivers, or, near the end of the run, the remaining
-// slivers over the threads (so a run of 36 ends 4, 4, 2, 1, 1), and, once
-// fewer slivers than threads are left, a part of one sliver's rows (one of
-// `parts`). The threads then finish a region about a part of a sliver apart
-// rather than up to a whole block: 128 columns of a prepacked weight are
-// 0.34 ms of one core at M = 197, and the ViT block's two projections lost
-// 40-190 us per call at their joins; one sliver is still ~85 us (entry 123).
+// block of `block` slivers; near the end of the run, the remaining slivers
+// over the threads; and once fewer slivers than threads are left, one of
+// `parts` parts of one sliver's rows (so at 2 threads and 4 parts a run of
+// 36 ends 4, 4, 2, 1 sliver and four quarter slivers). The threads then
+// finish a region about a part of a sliver apart rather than up to a whole
+// block: 128 columns of a prepacked weight are 0.34 ms of one core at
+// M = 197, and the ViT block's two projections lost 40-190 us per call at
+// their joins; one sliver is still ~85 us (entry 123).
 // Positions count units of a part of a sliver: unit u is part u % parts of
 // sliver u / parts, and every piece but those last ones is whole slivers.
 class SliverRun {
@@ -698,7 +695,7 @@ void gemmParallel(const GemmProblem& p) {
           if (!bounds(owner, &m0, &m1, &n0, &n1)) continue;
           SliverRun& run = runs[static_cast<size_t>(owner)];
           const int64_t parts = run.parts();
-          const int64_t partRows = ceilDiv(ceilDiv(m1 - m0, mr), parts) * mr;  // whole mr-row slivers of A
+          const int64_t rowSlivers = ceilDiv(m1 - m0, mr);  // parts <= rowSlivers: no part is empty
           SliverRun::Piece piece{};
           while (run.take(o == 0, &piece)) {
             const int64_t jc = n0 + piece.first / parts * nr;
@@ -706,11 +703,11 @@ void gemmParallel(const GemmProblem& p) {
             const int64_t nextNc =
                 nextJc >= 0 ? std::min(std::max<int64_t>(1, piece.nextCount / parts) * nr, n1 - nextJc) : 0;
             int64_t r0 = 0, r1 = m1 - m0, slivers = piece.count / parts;
-            if (piece.count % parts != 0) {  // one part of one sliver's rows
-              r0 = piece.first % parts * partRows;
-              r1 = std::min(m1 - m0, r0 + partRows);
+            if (piece.count % parts != 0) {  // one part of one sliver's rows, in whole mr-row slivers of A
+              const int64_t part = piece.first % parts;
+              r0 = part * rowSlivers / parts * mr;
+              r1 = std::min(m1 - m0, (part + 1) * rowSlivers / parts * mr);
               slivers = 1;
-              if (r0 >= r1) continue;
             }
             updateBlock(kt, p, ic + m0 + r0, r1 - r0, pc, kc, jc, std::min(slivers * nr, n1 - jc), nextJc, nextNc,
                         aInPlace ? nullptr : ap + (m0 + r0) * kc, bp, p.accumulate || pc > 0);

@@ -115,10 +115,6 @@ struct KernelTable {
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);
 
-  // c[i * ldc + j] += row[j] for i < rows, j < cols: a bias row added to a
-  // tile the micro-kernel has just written (see GemmProblem::bias).
-  void (*addRowToTile)(float* c, int64_t ldc, int rows, int cols, const float* row);
-
   // One LayerNorm row (PyTorch's: biased variance, eps inside the root):
   // y = (x - mean) / sqrt(var + eps) * weight + bias, weight and bias may be
   // null, y may equal x. Returns false without writing y when its float

@@ -46,8 +46,9 @@ bool layerNormRowAvx512(const float* x, float* y, int64_t n, const float* weight
   if (tail) s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, x + i), vInvN, s0);
   const float m0 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 
-  // The deviations' sum and sum of squares in one pass. A masked-off lane of
-  // the tail loads 0 and is masked out of both sums (its deviation, -m0, is not).
+  // The deviations' sum and sum of squares in one pass. In the tail, the
+  // masked-off lanes' deviations are set to 0 (maskz_sub), not 0 - m0, so
+  // they add nothing to either sum.
   const __m512 vm0 = _mm512_set1_ps(m0);
   __m512 d0 = _mm512_setzero_ps(), d1 = d0, q0 = d0, q1 = d0;
   for (i = 0; i + 32 <= n; i += 32) {

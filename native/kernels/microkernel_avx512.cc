@@ -149,7 +149,8 @@ void directTile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t
   const __m512 va = _mm512_set1_ps(alpha);
   // The bias row, added last as the packed kernel adds it (the same bits).
   __m512 biasv[V];
-  for (int v = 0; v < V; ++v) biasv[v] = bias ? _mm512_maskz_loadu_ps(v == 0 ? m0 : m1, bias + 16 * v) : _mm512_setzero_ps();
+  for (int v = 0; v < V; ++v)
+    biasv[v] = bias ? _mm512_maskz_loadu_ps(v == 0 ? m0 : m1, bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
