@@ -2,11 +2,12 @@
 // centering as the portable kernel (portable_kernels.inc): m0, a first
 // estimate of the mean; the deviations d = x - m0, exact for x within a factor
 // 2 of m0; their mean c corrects m0, and var = mean(d^2) - c^2. The portable
-// kernel, vectorized by the compiler, sums each moment in one chain of 16-lane
-// adds, four passes over the row, so a 768-wide row waited on ~150 dependent
-// adds of 3-4 cycles a pass (~250 ns a row). Here each sum runs in independent
-// chains (four for the mean, two each for d and d^2, which share one pass),
-// so a pass is bound by the FP pipes' throughput instead: three passes.
+// kernel, vectorized by the compiler, sums each moment in one chain of
+// 16-lane adds, four passes over the row, so a 768-wide row waited on ~150
+// dependent adds of 3-4 cycles over its three sums (~250 ns a row). Here each
+// sum runs in independent chains (four for the mean, two each for d and d^2,
+// which share one pass), so a pass is bound by the FP pipes' throughput
+// instead: three passes.
 // Compiled with -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma only.
 #include "layernorm_avx512.h"
 
