@@ -20,16 +20,9 @@ async function main() {
   const block = mix.makeBlock(m, mix.blockWeights(seed));
   const expected = ops.map((op) => mix.callOp(m, block, op, 'sync'));
 
-  // callOp copies each op's inputs inside itself: only the pending call can reach them.
-  const promises = ops.map((op) => mix.callOp(m, block, op, 'async'));
-  let settled = false;
-  const all = Promise.all(promises).finally(() => {
-    settled = true;
-  });
-
   let gcCalls = 0;
   let gcWhileInFlight = 0;
-  while (!settled) {
+  const collect = async () => {
     const busy = m.info().inFlight + m.info().queued > 0;
     global.gc();
     gcCalls++;
@@ -37,7 +30,24 @@ async function main() {
     const junk = [];
     for (let i = 0; i < 8; i++) junk.push(new Float32Array(16 * 1024).fill(i));
     await new Promise((resolve) => setImmediate(resolve));
+  };
+
+  // callOp copies each op's inputs inside itself: only the pending call can reach them.
+  // The ops start in ten waves, each followed at once by a collection, so at
+  // least ten collections meet ops in flight however fast the ops run (with
+  // every op started at once, a fast host finished them within 4 collections).
+  const promises = [];
+  const waves = 10;
+  for (let w = 0; w < waves; w++) {
+    const from = Math.floor((w * ops.length) / waves), to = Math.floor(((w + 1) * ops.length) / waves);
+    for (const op of ops.slice(from, to)) promises.push(mix.callOp(m, block, op, 'async'));
+    await collect();
   }
+  let settled = false;
+  const all = Promise.all(promises).finally(() => {
+    settled = true;
+  });
+  while (!settled) await collect();
   global.gc();
 
   const results = await all;
