@@ -9,7 +9,7 @@ import { attentionOnFusedQkvStage, type AttentionOptions, type AttentionWithWeig
 import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError, typeError } from './errors';
 import { layerNormStage } from './layernorm';
-import { allocateFloats, checkAllocation, getAllocationLimit } from './memory';
+import { allocateFloats, checkAllocation, fitsAllocationLimit } from './memory';
 import { LAYER_NORM_MATMUL_MAX_K, layerNormMatmulStage, matmulStage, type RowLayerNorm } from './matmul';
 import { native, sequenceArgs, type NativeCallback, type NativeStage } from './native';
 import { runAsync, type NamedBuffer } from './queue';
@@ -758,7 +758,7 @@ export class MultiHeadSelfAttention {
     const resultFloats = opts.out === undefined ? batch * tokens * this.dim : 0;
     const workspaceFloats = this.workspaceGrowth(batch * tokens);
     const weightFloats = returnWeights ? batch * tokens * tokens * (this.heads + 1) : 0;
-    if ((resultFloats + workspaceFloats + weightFloats) * 4 > getAllocationLimit()) {
+    if (!fitsAllocationLimit(resultFloats + workspaceFloats + weightFloats)) {
       checkAllocation(fn, [
         ['the result', resultFloats],
         ['the workspace', workspaceFloats],

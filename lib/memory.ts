@@ -49,13 +49,19 @@ export function getAllocationLimit(): number {
   return limitBytes;
 }
 
+/** Whether this many floats, allocated by one call, fit the allocation limit. */
+export function fitsAllocationLimit(floats: number): boolean {
+  return floats * 4 <= limitBytes;
+}
+
 /**
  * RangeError unless the float buffers listed, together, fit the allocation
  * limit. Call it once per call with everything that call will allocate.
  */
 export function checkAllocation(fn: string, buffers: ReadonlyArray<readonly [what: string, floats: number]>): void {
-  const total = buffers.reduce((sum, [, floats]) => sum + floats * 4, 0);
-  if (total <= limitBytes) return;
+  const floats = buffers.reduce((sum, [, n]) => sum + n, 0);
+  if (fitsAllocationLimit(floats)) return;
+  const total = floats * 4;
   const parts = buffers
     .filter(([, floats]) => floats > 0)
     .map(([what, floats]) => `${what} ${formatBytes(floats * 4)}`)

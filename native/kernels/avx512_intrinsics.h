@@ -11,3 +11,15 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+
+#include <cstdint>
+
+namespace mhsa {
+
+// The mask of lanes [0, n) of a 16-float vector, for n of any size (all lanes
+// from 16 up, none at 0 or below): a row's ragged tail.
+inline __mmask16 lowLanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+}  // namespace mhsa

@@ -18,20 +18,12 @@
 
 namespace mhsa {
 
-namespace {
-
-inline __mmask16 firstLanes(int64_t n) {  // lanes [0, n) for n in [0, 16]
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-}
-
-}  // namespace
-
 bool layerNormRowAvx512(const float* x, float* y, int64_t n, const float* weight, const float* bias, float eps) {
   if (n <= 0) return true;
   const float invN = 1.0f / static_cast<float>(n);
   const __m512 vInvN = _mm512_set1_ps(invN);
   const int64_t whole = n / 16 * 16;
-  const __mmask16 tail = firstLanes(n - whole);
+  const __mmask16 tail = lowLanes(n - whole);
 
   // The mean, scaled as it is summed (as the portable kernel does), so a row of
   // large values overflows only where its moments would anyway.

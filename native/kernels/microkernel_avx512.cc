@@ -7,9 +7,9 @@
 #include "microkernel_avx512.h"
 #include "row_bases.h"
 
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include "avx512_intrinsics.h"
 
 namespace mhsa {
 
@@ -19,10 +19,6 @@ constexpr int kNR = 32;
 }  // namespace
 
 namespace {
-
-inline __mmask16 lowLanes(int n) {  // lanes [0, n) for n in [0, 16]
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 // R rows x V vectors of 16 columns of the tile (R = 12 and V = 2 but for the
 // last row tile of an M that is not a multiple of 12, or a last column sliver

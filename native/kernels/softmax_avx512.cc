@@ -80,7 +80,7 @@ float rowMaxAvx512(const float* x, int64_t n) {
     m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
   }
   for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 m = lowLanes(n - i);
     m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(negInf, m, x + i));
   }
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
@@ -101,7 +101,7 @@ float expSubSumAvx512(const float* x, float* y, int64_t n, float shift) {
     s1 = _mm512_add_ps(s1, e1);
   }
   for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 m = lowLanes(n - i);
     const __m512 e = expNonPositive512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vshift));
     _mm512_mask_storeu_ps(y + i, m, e);
     s0 = _mm512_mask_add_ps(s0, m, s0, e);
