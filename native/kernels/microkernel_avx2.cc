@@ -10,6 +10,10 @@
 // epilogue, GCC put all 12 accumulators on the stack and every FMA went
 // through a store and a reload: 28 % of peak, a third of OpenBLAS.)
 // Compiled with -mavx2 -mfma only.
+//
+// The full packed tile (6 rows, A and B in packWholeB/packA's layout) runs
+// its K loop from inline assembly, packedTile6x16Asm below; the other tiles
+// keep the intrinsics.
 #include "microkernel_avx2.h"
 
 #include <immintrin.h>
@@ -92,6 +96,122 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
   storeTile<R>(acc, c, ldc, alpha, accumulate, cols, bias);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MHSA_AVX2_ASM_TILE 1
+
+// One k step of the 6 x 16 tile: B's two vectors (64 bytes at b + boff) into
+// ymm0/ymm1, each of A's six values (a + aoff) broadcast into ymm2 in turn and
+// multiplied into the accumulators ymm4..ymm15 (row i in ymm4+2i, ymm5+2i).
+#define MHSA_KSTEP(aoff, boff)                                                                             \
+  "vmovups " #boff "(%[b]), %%ymm0\n\t"                                                                    \
+  "vmovups " #boff "+32(%[b]), %%ymm1\n\t"                                                                 \
+  "vbroadcastss " #aoff "(%[a]), %%ymm2\n\t"                                                               \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                 \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                                 \
+  "vbroadcastss " #aoff "+4(%[a]), %%ymm2\n\t"                                                             \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm6\n\t"                                                                 \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm7\n\t"                                                                 \
+  "vbroadcastss " #aoff "+8(%[a]), %%ymm2\n\t"                                                             \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                                 \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                                 \
+  "vbroadcastss " #aoff "+12(%[a]), %%ymm2\n\t"                                                            \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm10\n\t"                                                                \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm11\n\t"                                                                \
+  "vbroadcastss " #aoff "+16(%[a]), %%ymm2\n\t"                                                            \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                                \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                                \
+  "vbroadcastss " #aoff "+20(%[a]), %%ymm2\n\t"                                                            \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm14\n\t"                                                                \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm15\n\t"
+
+// The full 6-row tile over packed slivers (A 6 floats per k, B 16), its K
+// loop in assembly: eight k steps per pass with constant offsets, so a k step
+// is its 20 instructions (2 loads, 6 broadcasts, 12 FMAs) plus a quarter of
+// one for the loop. GCC compiles the intrinsic loop above to 26 per k step
+// (pointer bumps, the compare, the prefetch's test), and unrolled intrinsics
+// to register shuffles and spills. At 2 FMAs a cycle a k step has 6 cycles,
+// and Zen 3 dispatches 6 ops a cycle per core, or fewer when the host's
+// other hardware thread on that core is busy: then 26 instructions no longer
+// fit in 6 cycles and 20 still nearly do. On a shared Zen 3 host both forms
+// ran 1024^3 in the same best time (23-24 ms, one thread) but this one
+// took 0.76x the median time, level with OpenBLAS (RESULTS.md, entry 129).
+// The sums run in the same order as packedTile<6>'s, so the bits are the same.
+void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
+                       bool accumulate, int cols, const float* bias, const float* prefetch) {
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  alignas(32) float tile[6 * kNR];
+  // One line of the next B block per 8 k steps, as packedTile requests them
+  // (with none, lines of this sliver: harmless).
+  const float* fetch = prefetch ? prefetch : bp;
+  int64_t passes = kc / 8, rest = kc % 8;
+  asm volatile(
+      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
+      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
+      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
+      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
+      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
+      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+      "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
+      "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+      "testq %[passes], %[passes]\n\t"
+      "jz 2f\n\t"
+      "1:\n\t"
+      "prefetcht1 (%[fetch])\n\t"
+      MHSA_KSTEP(0, 0) MHSA_KSTEP(24, 64) MHSA_KSTEP(48, 128) MHSA_KSTEP(72, 192)
+      MHSA_KSTEP(96, 256) MHSA_KSTEP(120, 320) MHSA_KSTEP(144, 384) MHSA_KSTEP(168, 448)
+      "addq $192, %[a]\n\t"
+      "addq $512, %[b]\n\t"
+      "addq $64, %[fetch]\n\t"
+      "decq %[passes]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "testq %[rest], %[rest]\n\t"
+      "jz 4f\n\t"
+      "prefetcht1 (%[fetch])\n\t"
+      "3:\n\t"
+      MHSA_KSTEP(0, 0)
+      "addq $24, %[a]\n\t"
+      "addq $64, %[b]\n\t"
+      "decq %[rest]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      "vmovaps %%ymm4, (%[tile])\n\t"
+      "vmovaps %%ymm5, 32(%[tile])\n\t"
+      "vmovaps %%ymm6, 64(%[tile])\n\t"
+      "vmovaps %%ymm7, 96(%[tile])\n\t"
+      "vmovaps %%ymm8, 128(%[tile])\n\t"
+      "vmovaps %%ymm9, 160(%[tile])\n\t"
+      "vmovaps %%ymm10, 192(%[tile])\n\t"
+      "vmovaps %%ymm11, 224(%[tile])\n\t"
+      "vmovaps %%ymm12, 256(%[tile])\n\t"
+      "vmovaps %%ymm13, 288(%[tile])\n\t"
+      "vmovaps %%ymm14, 320(%[tile])\n\t"
+      "vmovaps %%ymm15, 352(%[tile])\n\t"
+      : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [passes] "+r"(passes), [rest] "+r"(rest)
+      : [tile] "r"(tile)
+      : "xmm0", "xmm1", "xmm2", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "memory", "cc");
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = _mm256_load_ps(tile + kNR * i);
+    acc[i][1] = _mm256_load_ps(tile + kNR * i + 8);
+  }
+  storeTile<6>(acc, c, ldc, alpha, accumulate, cols, bias);
+}
+#undef MHSA_KSTEP
+
+// Depth from which the assembly tile pays for its round trip of the tile
+// through memory (24 moves): a few k steps' worth.
+constexpr int64_t kAsmTileMinDepth = 16;
+#endif
+
+
 }  // namespace
 
 // ap: kc x 6 (k-major, 6 rows interleaved, aStep floats per k); bp: kc x 16
@@ -100,6 +220,10 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
 void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float* bp, int64_t bStride, float* c,
                          int64_t ldc, float alpha, bool accumulate, int mr, int nr, const float* bias,
                          const float* prefetch) {
+#ifdef MHSA_AVX2_ASM_TILE
+  if (mr == 6 && aStep == 6 && bStride == kNR && kc >= kAsmTileMinDepth)
+    return packedTile6x16Asm(kc, ap, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+#endif
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
   case R: return packedTile<R>(kc, ap, aStep, bp, bStride, c, ldc, alpha, accumulate, nr, bias, prefetch);
