@@ -206,6 +206,45 @@ void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, i
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
 
+// packedTile<6> with B packed and A's k steps aStep floats apart (attention's
+// P·V reads its transposed scores in place, a query tile's width apart): the
+// pointer bump stays in each k step (21 instructions), no prefetch.
+void stridedTile6x16Asm(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
+                        float alpha, bool accumulate, int cols, const float* bias) {
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  alignas(32) float tile[6 * kNR];
+  const int64_t stepBytes = aStep * static_cast<int64_t>(sizeof(float));
+  int64_t passes = kc / 4, rest = kc % 4;
+  asm volatile(
+      MHSA_ASM_ZERO_ACC
+      "testq %[passes], %[passes]\n\t"
+      "jz 2f\n\t"
+      "1:\n\t"
+      MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t"
+      MHSA_ASM_STEP_PACKED(0, 64) "addq %[step], %[a]\n\t"
+      MHSA_ASM_STEP_PACKED(0, 128) "addq %[step], %[a]\n\t"
+      MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t"
+      "addq $256, %[b]\n\t"
+      "decq %[passes]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "testq %[rest], %[rest]\n\t"
+      "jz 4f\n\t"
+      "3:\n\t"
+      MHSA_ASM_STEP_PACKED(0, 0)
+      "addq %[step], %[a]\n\t"
+      "addq $64, %[b]\n\t"
+      "decq %[rest]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      MHSA_ASM_STORE_ACC
+      : [a] "+r"(ap), [b] "+r"(bp), [passes] "+r"(passes), [rest] "+r"(rest)
+      : [step] "r"(stepBytes), [tile] "r"(tile)
+      : MHSA_ASM_CLOBBERS);
+  storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
+}
+
 // directTile<6, false> with B a packed sliver (ldb 16): A's six rows read in
 // place, lda floats apart (a projection's input against a prepacked weight).
 void directTile6x16Asm(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, float alpha,
@@ -272,6 +311,8 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
 #ifdef MHSA_AVX2_ASM_TILE
   if (mr == 6 && aStep == 6 && bStride == kNR && kc >= kAsmTileMinDepth)
     return packedTile6x16Asm(kc, ap, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
+  if (mr == 6 && bStride == kNR && prefetch == nullptr && kc >= kAsmTileMinDepth)
+    return stridedTile6x16Asm(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias);
 #endif
   switch (mr) {
 #define MHSA_PACKED_CASE(R) \
