@@ -99,10 +99,10 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define MHSA_AVX2_ASM_TILE 1
 
-// The K loops of the two full tiles below (6 rows x 16 columns, B in packed
-// 16-column slivers) in inline assembly: eight k steps per pass with constant
-// offsets, so a k step is its 20 instructions (2 loads, 6 broadcasts, 12
-// FMAs) plus a quarter of one for the loop. GCC compiles the intrinsic loops
+// The K loops of the full tiles below (6 rows x 16 columns, B in packed
+// 16-column slivers) in inline assembly: with A packed, eight k steps per
+// pass with constant offsets, so a k step is its 20 instructions (2 loads, 6
+// broadcasts, 12 FMAs) plus a quarter of one for the loop. GCC compiles the intrinsic loops
 // above to 26 per k step (pointer bumps, the compare, the prefetch's test),
 // and unrolled intrinsics to register shuffles and spills. At 2 FMAs a cycle
 // a k step has 6 cycles, and Zen 3 dispatches 6 ops a cycle per core, or
@@ -148,6 +148,16 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
   "vmovaps %%ymm10, 192(%[tile])\n\t" "vmovaps %%ymm11, 224(%[tile])\n\t"                            \
   "vmovaps %%ymm12, 256(%[tile])\n\t" "vmovaps %%ymm13, 288(%[tile])\n\t"                            \
   "vmovaps %%ymm14, 320(%[tile])\n\t" "vmovaps %%ymm15, 352(%[tile])\n\t"
+// Every tile's loop: the accumulators zeroed, `passes` runs of PASS (ending
+// in its pointer bumps), `rest` runs of REST (which holds the label 3 its
+// loop returns to), the sums stored.
+#define MHSA_ASM_TILE_LOOPS(PASS, REST)                                                              \
+  MHSA_ASM_ZERO_ACC                                                                                  \
+  "testq %[passes], %[passes]\n\t" "jz 2f\n\t"                                                        \
+  "1:\n\t" PASS "decq %[passes]\n\t" "jnz 1b\n\t"                                                    \
+  "2:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                  \
+  REST "decq %[rest]\n\t" "jnz 3b\n\t"                                                                \
+  "4:\n\t" MHSA_ASM_STORE_ACC
 #define MHSA_ASM_CLOBBERS                                                                            \
   "xmm0", "xmm1", "xmm2", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
       "xmm13", "xmm14", "xmm15", "memory", "cc"
@@ -174,32 +184,14 @@ void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, i
   // (with none, lines of this sliver: harmless).
   const float* fetch = prefetch ? prefetch : bp;
   int64_t passes = kc / 8, rest = kc % 8;
-  asm volatile(
-      MHSA_ASM_ZERO_ACC
-      "testq %[passes], %[passes]\n\t"
-      "jz 2f\n\t"
-      "1:\n\t"
-      "prefetcht1 (%[fetch])\n\t"
-      MHSA_ASM_STEP_PACKED(0, 0) MHSA_ASM_STEP_PACKED(24, 64) MHSA_ASM_STEP_PACKED(48, 128)
-      MHSA_ASM_STEP_PACKED(72, 192) MHSA_ASM_STEP_PACKED(96, 256) MHSA_ASM_STEP_PACKED(120, 320)
-      MHSA_ASM_STEP_PACKED(144, 384) MHSA_ASM_STEP_PACKED(168, 448)
-      "addq $192, %[a]\n\t"
-      "addq $512, %[b]\n\t"
-      "addq $64, %[fetch]\n\t"
-      "decq %[passes]\n\t"
-      "jnz 1b\n\t"
-      "2:\n\t"
-      "testq %[rest], %[rest]\n\t"
-      "jz 4f\n\t"
-      "prefetcht1 (%[fetch])\n\t"
-      "3:\n\t"
-      MHSA_ASM_STEP_PACKED(0, 0)
-      "addq $24, %[a]\n\t"
-      "addq $64, %[b]\n\t"
-      "decq %[rest]\n\t"
-      "jnz 3b\n\t"
-      "4:\n\t"
-      MHSA_ASM_STORE_ACC
+  asm volatile(MHSA_ASM_TILE_LOOPS(
+                   "prefetcht1 (%[fetch])\n\t"
+                   MHSA_ASM_STEP_PACKED(0, 0) MHSA_ASM_STEP_PACKED(24, 64) MHSA_ASM_STEP_PACKED(48, 128)
+                   MHSA_ASM_STEP_PACKED(72, 192) MHSA_ASM_STEP_PACKED(96, 256) MHSA_ASM_STEP_PACKED(120, 320)
+                   MHSA_ASM_STEP_PACKED(144, 384) MHSA_ASM_STEP_PACKED(168, 448)
+                   "addq $192, %[a]\n\t" "addq $512, %[b]\n\t" "addq $64, %[fetch]\n\t",
+                   "prefetcht1 (%[fetch])\n\t" "3:\n\t"
+                   MHSA_ASM_STEP_PACKED(0, 0) "addq $24, %[a]\n\t" "addq $64, %[b]\n\t")
       : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [passes] "+r"(passes), [rest] "+r"(rest)
       : [tile] "r"(tile)
       : MHSA_ASM_CLOBBERS);
@@ -216,29 +208,11 @@ void stridedTile6x16Asm(int64_t kc, const float* ap, int64_t aStep, const float*
   alignas(32) float tile[6 * kNR];
   const int64_t stepBytes = aStep * static_cast<int64_t>(sizeof(float));
   int64_t passes = kc / 4, rest = kc % 4;
-  asm volatile(
-      MHSA_ASM_ZERO_ACC
-      "testq %[passes], %[passes]\n\t"
-      "jz 2f\n\t"
-      "1:\n\t"
-      MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t"
-      MHSA_ASM_STEP_PACKED(0, 64) "addq %[step], %[a]\n\t"
-      MHSA_ASM_STEP_PACKED(0, 128) "addq %[step], %[a]\n\t"
-      MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t"
-      "addq $256, %[b]\n\t"
-      "decq %[passes]\n\t"
-      "jnz 1b\n\t"
-      "2:\n\t"
-      "testq %[rest], %[rest]\n\t"
-      "jz 4f\n\t"
-      "3:\n\t"
-      MHSA_ASM_STEP_PACKED(0, 0)
-      "addq %[step], %[a]\n\t"
-      "addq $64, %[b]\n\t"
-      "decq %[rest]\n\t"
-      "jnz 3b\n\t"
-      "4:\n\t"
-      MHSA_ASM_STORE_ACC
+  asm volatile(MHSA_ASM_TILE_LOOPS(
+                   MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 64)
+                   "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 128) "addq %[step], %[a]\n\t"
+                   MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t" "addq $256, %[b]\n\t",
+                   "3:\n\t" MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" "addq $64, %[b]\n\t")
       : [a] "+r"(ap), [b] "+r"(bp), [passes] "+r"(passes), [rest] "+r"(rest)
       : [step] "r"(stepBytes), [tile] "r"(tile)
       : MHSA_ASM_CLOBBERS);
@@ -256,31 +230,12 @@ void directTile6x16Asm(int64_t kc, const float* a, int64_t lda, const float* b, 
                                                    static_cast<uintptr_t>(3 * lda) * sizeof(float));
   const int64_t ldaBytes = lda * static_cast<int64_t>(sizeof(float));
   int64_t passes = kc / 8, rest = kc % 8;
-  asm volatile(
-      MHSA_ASM_ZERO_ACC
-      "testq %[passes], %[passes]\n\t"
-      "jz 2f\n\t"
-      "1:\n\t"
-      MHSA_ASM_STEP_ROWS(0, 0) MHSA_ASM_STEP_ROWS(4, 64) MHSA_ASM_STEP_ROWS(8, 128)
-      MHSA_ASM_STEP_ROWS(12, 192) MHSA_ASM_STEP_ROWS(16, 256) MHSA_ASM_STEP_ROWS(20, 320)
-      MHSA_ASM_STEP_ROWS(24, 384) MHSA_ASM_STEP_ROWS(28, 448)
-      "addq $32, %[a0]\n\t"
-      "addq $32, %[a3]\n\t"
-      "addq $512, %[b]\n\t"
-      "decq %[passes]\n\t"
-      "jnz 1b\n\t"
-      "2:\n\t"
-      "testq %[rest], %[rest]\n\t"
-      "jz 4f\n\t"
-      "3:\n\t"
-      MHSA_ASM_STEP_ROWS(0, 0)
-      "addq $4, %[a0]\n\t"
-      "addq $4, %[a3]\n\t"
-      "addq $64, %[b]\n\t"
-      "decq %[rest]\n\t"
-      "jnz 3b\n\t"
-      "4:\n\t"
-      MHSA_ASM_STORE_ACC
+  asm volatile(MHSA_ASM_TILE_LOOPS(
+                   MHSA_ASM_STEP_ROWS(0, 0) MHSA_ASM_STEP_ROWS(4, 64) MHSA_ASM_STEP_ROWS(8, 128)
+                   MHSA_ASM_STEP_ROWS(12, 192) MHSA_ASM_STEP_ROWS(16, 256) MHSA_ASM_STEP_ROWS(20, 320)
+                   MHSA_ASM_STEP_ROWS(24, 384) MHSA_ASM_STEP_ROWS(28, 448)
+                   "addq $32, %[a0]\n\t" "addq $32, %[a3]\n\t" "addq $512, %[b]\n\t",
+                   "3:\n\t" MHSA_ASM_STEP_ROWS(0, 0) "addq $4, %[a0]\n\t" "addq $4, %[a3]\n\t" "addq $64, %[b]\n\t")
       : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [passes] "+r"(passes), [rest] "+r"(rest)
       : [l] "r"(ldaBytes), [tile] "r"(tile)
       : MHSA_ASM_CLOBBERS);
@@ -292,6 +247,7 @@ void directTile6x16Asm(int64_t kc, const float* a, int64_t lda, const float* b, 
 #undef MHSA_ASM_STEP_ROWS
 #undef MHSA_ASM_ZERO_ACC
 #undef MHSA_ASM_STORE_ACC
+#undef MHSA_ASM_TILE_LOOPS
 #undef MHSA_ASM_CLOBBERS
 
 // Depth from which the assembly tiles pay for their round trip of the tile
