@@ -11,13 +11,13 @@
 // through a store and a reload: 28 % of peak, a third of OpenBLAS.)
 // Compiled with -mavx2 -mfma only.
 //
-// The full packed tile (6 rows, A and B in packWholeB/packA's layout) runs
-// its K loop from inline assembly, packedTile6x16Asm below; the other tiles
-// keep the intrinsics.
+// The full 6-row tiles against a packed B sliver run their K loops from
+// inline assembly (avx2_asm_tile.h); the other tiles keep the intrinsics.
 #include "microkernel_avx2.h"
 
 #include <immintrin.h>
 
+#include "avx2_asm_tile.h"
 #include "avx2_lanes.h"
 
 namespace mhsa {
@@ -96,73 +96,8 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
   storeTile<R>(acc, c, ldc, alpha, accumulate, cols, bias);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define MHSA_AVX2_ASM_TILE 1
-
-// The K loops of the full tiles below (6 rows x 16 columns, B in packed
-// 16-column slivers) in inline assembly: with A packed, eight k steps per
-// pass with constant offsets, so a k step is its 20 instructions (2 loads, 6
-// broadcasts, 12 FMAs) plus a quarter of one for the loop. GCC compiles the intrinsic loops
-// above to 26 per k step (pointer bumps, the compare, the prefetch's test),
-// and unrolled intrinsics to register shuffles and spills. At 2 FMAs a cycle
-// a k step has 6 cycles, and Zen 3 dispatches 6 ops a cycle per core, or
-// fewer when the host's other hardware thread on that core is busy: then 26
-// instructions no longer fit in 6 cycles and 20 still nearly do. On a shared
-// Zen 3 host both forms ran 1024^3 in the same best time (23-24 ms, one
-// thread) but this one took 0.76x the median time, level with OpenBLAS
-// (RESULTS.md, entry 129). The sums run in the intrinsic tiles' order, so
-// the bits are the same.
-//
-// Registers: B's two vectors of a k step in ymm0/ymm1, A's value broadcast
-// in ymm2, row i's accumulators in ymm(4+2i) and ymm(5+2i).
-#define MHSA_ASM_LOAD_B(boff) "vmovups " #boff "(%[b]), %%ymm0\n\t" "vmovups " #boff "+32(%[b]), %%ymm1\n\t"
-#define MHSA_ASM_ROW(addr, acc0, acc1)                  \
-  "vbroadcastss " addr ", %%ymm2\n\t"                   \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm" #acc0 "\n\t"      \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm" #acc1 "\n\t"
-// A packed: its six values of a k step adjacent at a + aoff.
-#define MHSA_ASM_STEP_PACKED(aoff, boff)                                                             \
-  MHSA_ASM_LOAD_B(boff)                                                                              \
-  MHSA_ASM_ROW(#aoff "(%[a])", 4, 5) MHSA_ASM_ROW(#aoff "+4(%[a])", 6, 7)                            \
-  MHSA_ASM_ROW(#aoff "+8(%[a])", 8, 9) MHSA_ASM_ROW(#aoff "+12(%[a])", 10, 11)                       \
-  MHSA_ASM_ROW(#aoff "+16(%[a])", 12, 13) MHSA_ASM_ROW(#aoff "+20(%[a])", 14, 15)
-// A in place: rows 0-2 at a0 + {0, 1, 2} lda, rows 3-5 at a3 + {0, 1, 2} lda
-// (lda in bytes in l), k steps 4 bytes apart.
-#define MHSA_ASM_STEP_ROWS(aoff, boff)                                                               \
-  MHSA_ASM_LOAD_B(boff)                                                                              \
-  MHSA_ASM_ROW(#aoff "(%[a0])", 4, 5) MHSA_ASM_ROW(#aoff "(%[a0],%[l],1)", 6, 7)                     \
-  MHSA_ASM_ROW(#aoff "(%[a0],%[l],2)", 8, 9) MHSA_ASM_ROW(#aoff "(%[a3])", 10, 11)                   \
-  MHSA_ASM_ROW(#aoff "(%[a3],%[l],1)", 12, 13) MHSA_ASM_ROW(#aoff "(%[a3],%[l],2)", 14, 15)
-#define MHSA_ASM_ZERO_ACC                                                                            \
-  "vxorps %%ymm4, %%ymm4, %%ymm4\n\t" "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"                              \
-  "vxorps %%ymm6, %%ymm6, %%ymm6\n\t" "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"                              \
-  "vxorps %%ymm8, %%ymm8, %%ymm8\n\t" "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"                              \
-  "vxorps %%ymm10, %%ymm10, %%ymm10\n\t" "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"                        \
-  "vxorps %%ymm12, %%ymm12, %%ymm12\n\t" "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"                        \
-  "vxorps %%ymm14, %%ymm14, %%ymm14\n\t" "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
-// The accumulators out to tile[6][16] (32-byte aligned), for storeTile.
-#define MHSA_ASM_STORE_ACC                                                                           \
-  "vmovaps %%ymm4, (%[tile])\n\t" "vmovaps %%ymm5, 32(%[tile])\n\t"                                  \
-  "vmovaps %%ymm6, 64(%[tile])\n\t" "vmovaps %%ymm7, 96(%[tile])\n\t"                                \
-  "vmovaps %%ymm8, 128(%[tile])\n\t" "vmovaps %%ymm9, 160(%[tile])\n\t"                              \
-  "vmovaps %%ymm10, 192(%[tile])\n\t" "vmovaps %%ymm11, 224(%[tile])\n\t"                            \
-  "vmovaps %%ymm12, 256(%[tile])\n\t" "vmovaps %%ymm13, 288(%[tile])\n\t"                            \
-  "vmovaps %%ymm14, 320(%[tile])\n\t" "vmovaps %%ymm15, 352(%[tile])\n\t"
-// Every tile's loop: the accumulators zeroed, `passes` runs of PASS (ending
-// in its pointer bumps), `rest` runs of REST (which holds the label 3 its
-// loop returns to), the sums stored.
-#define MHSA_ASM_TILE_LOOPS(PASS, REST)                                                              \
-  MHSA_ASM_ZERO_ACC                                                                                  \
-  "testq %[passes], %[passes]\n\t" "jz 2f\n\t"                                                        \
-  "1:\n\t" PASS "decq %[passes]\n\t" "jnz 1b\n\t"                                                    \
-  "2:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                  \
-  REST "decq %[rest]\n\t" "jnz 3b\n\t"                                                                \
-  "4:\n\t" MHSA_ASM_STORE_ACC
-#define MHSA_ASM_CLOBBERS                                                                            \
-  "xmm0", "xmm1", "xmm2", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
-      "xmm13", "xmm14", "xmm15", "memory", "cc"
-
-// The epilogue of both: the sums from tile[] through storeTile.
+#ifdef MHSA_AVX2_ASM_TILE
+// The epilogue of the assembly tiles: the sums from tile[] through storeTile.
 inline void storeAsmTile(const float* tile, float* c, int64_t ldc, float alpha, bool accumulate, int cols,
                          const float* bias) {
   __m256 acc[6][2];
@@ -174,7 +109,7 @@ inline void storeAsmTile(const float* tile, float* c, int64_t ldc, float alpha, 
   storeTile<6>(acc, c, ldc, alpha, accumulate, cols, bias);
 }
 
-// packedTile<6> with A and B packed (aStep 6, bStride 16).
+// packedTile<6> with A and B packed (aStep 6, bStride 16): avx2_asm_tile.h.
 void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
                        bool accumulate, int cols, const float* bias, const float* prefetch) {
 #pragma GCC unroll 6
@@ -182,77 +117,28 @@ void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, i
   alignas(32) float tile[6 * kNR];
   // One line of the next B block per 8 k steps, as packedTile requests them
   // (with none, lines of this sliver: harmless).
-  const float* fetch = prefetch ? prefetch : bp;
-  int64_t passes = kc / 8, rest = kc % 8;
-  asm volatile(MHSA_ASM_TILE_LOOPS(
-                   "prefetcht1 (%[fetch])\n\t"
-                   MHSA_ASM_STEP_PACKED(0, 0) MHSA_ASM_STEP_PACKED(24, 64) MHSA_ASM_STEP_PACKED(48, 128)
-                   MHSA_ASM_STEP_PACKED(72, 192) MHSA_ASM_STEP_PACKED(96, 256) MHSA_ASM_STEP_PACKED(120, 320)
-                   MHSA_ASM_STEP_PACKED(144, 384) MHSA_ASM_STEP_PACKED(168, 448)
-                   "addq $192, %[a]\n\t" "addq $512, %[b]\n\t" "addq $64, %[fetch]\n\t",
-                   "prefetcht1 (%[fetch])\n\t" "3:\n\t"
-                   MHSA_ASM_STEP_PACKED(0, 0) "addq $24, %[a]\n\t" "addq $64, %[b]\n\t")
-      : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [passes] "+r"(passes), [rest] "+r"(rest)
-      : [tile] "r"(tile)
-      : MHSA_ASM_CLOBBERS);
+  avx2asm::packedProduct(kc, ap, bp, prefetch ? prefetch : bp, tile);
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
 
-// packedTile<6> with B packed and A's k steps aStep floats apart (attention's
-// P·V reads its transposed scores in place, a query tile's width apart): the
-// pointer bump stays in each k step (21 instructions), no prefetch.
+// packedTile<6> with B packed and A's k steps aStep floats apart: attention's
+// P·V reads its transposed scores in place, a query tile's width apart.
 void stridedTile6x16Asm(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
                         float alpha, bool accumulate, int cols, const float* bias) {
 #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   alignas(32) float tile[6 * kNR];
-  const int64_t stepBytes = aStep * static_cast<int64_t>(sizeof(float));
-  int64_t passes = kc / 4, rest = kc % 4;
-  asm volatile(MHSA_ASM_TILE_LOOPS(
-                   MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 64)
-                   "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 128) "addq %[step], %[a]\n\t"
-                   MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t" "addq $256, %[b]\n\t",
-                   "3:\n\t" MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" "addq $64, %[b]\n\t")
-      : [a] "+r"(ap), [b] "+r"(bp), [passes] "+r"(passes), [rest] "+r"(rest)
-      : [step] "r"(stepBytes), [tile] "r"(tile)
-      : MHSA_ASM_CLOBBERS);
+  avx2asm::stridedProduct(kc, ap, aStep, bp, tile);
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
 
-// directTile<6, false> with B a packed sliver (ldb 16): A's six rows read in
-// place, lda floats apart (a projection's input against a prepacked weight).
+// directTile<6, false> with B a packed sliver (ldb 16).
 void directTile6x16Asm(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, float alpha,
                        bool accumulate, int cols, const float* bias) {
   alignas(32) float tile[6 * kNR];
-  // Rows 3-5 from a second base, formed as an integer: with fewer rows than
-  // that it would point past A (it is only formed for whole 6-row tiles).
-  const float* a3 = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(a) +
-                                                   static_cast<uintptr_t>(3 * lda) * sizeof(float));
-  const int64_t ldaBytes = lda * static_cast<int64_t>(sizeof(float));
-  int64_t passes = kc / 8, rest = kc % 8;
-  asm volatile(MHSA_ASM_TILE_LOOPS(
-                   MHSA_ASM_STEP_ROWS(0, 0) MHSA_ASM_STEP_ROWS(4, 64) MHSA_ASM_STEP_ROWS(8, 128)
-                   MHSA_ASM_STEP_ROWS(12, 192) MHSA_ASM_STEP_ROWS(16, 256) MHSA_ASM_STEP_ROWS(20, 320)
-                   MHSA_ASM_STEP_ROWS(24, 384) MHSA_ASM_STEP_ROWS(28, 448)
-                   "addq $32, %[a0]\n\t" "addq $32, %[a3]\n\t" "addq $512, %[b]\n\t",
-                   "3:\n\t" MHSA_ASM_STEP_ROWS(0, 0) "addq $4, %[a0]\n\t" "addq $4, %[a3]\n\t" "addq $64, %[b]\n\t")
-      : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [passes] "+r"(passes), [rest] "+r"(rest)
-      : [l] "r"(ldaBytes), [tile] "r"(tile)
-      : MHSA_ASM_CLOBBERS);
+  avx2asm::rowsProduct(kc, a, lda, b, tile);
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
-#undef MHSA_ASM_LOAD_B
-#undef MHSA_ASM_ROW
-#undef MHSA_ASM_STEP_PACKED
-#undef MHSA_ASM_STEP_ROWS
-#undef MHSA_ASM_ZERO_ACC
-#undef MHSA_ASM_STORE_ACC
-#undef MHSA_ASM_TILE_LOOPS
-#undef MHSA_ASM_CLOBBERS
-
-// Depth from which the assembly tiles pay for their round trip of the tile
-// through memory (24 moves): a few k steps' worth.
-constexpr int64_t kAsmTileMinDepth = 16;
 #endif
 
 
@@ -265,9 +151,9 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
                          int64_t ldc, float alpha, bool accumulate, int mr, int nr, const float* bias,
                          const float* prefetch) {
 #ifdef MHSA_AVX2_ASM_TILE
-  if (mr == 6 && aStep == 6 && bStride == kNR && kc >= kAsmTileMinDepth)
+  if (mr == 6 && aStep == 6 && bStride == kNR && kc >= avx2asm::kMinDepth)
     return packedTile6x16Asm(kc, ap, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
-  if (mr == 6 && bStride == kNR && prefetch == nullptr && kc >= kAsmTileMinDepth)
+  if (mr == 6 && bStride == kNR && prefetch == nullptr && kc >= avx2asm::kMinDepth)
     return stridedTile6x16Asm(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias);
 #endif
   switch (mr) {
@@ -327,7 +213,7 @@ void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* 
 void microKernelDirect6x16Avx2(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias) {
 #ifdef MHSA_AVX2_ASM_TILE
-  if (rows == 6 && cols >= kNR && ldb == kNR && kc >= kAsmTileMinDepth)
+  if (rows == 6 && cols >= kNR && ldb == kNR && kc >= avx2asm::kMinDepth)
     return directTile6x16Asm(kc, a, lda, b, c, ldc, alpha, accumulate, cols, bias);
 #endif
   if (cols >= kNR)
