@@ -141,7 +141,6 @@ void directTile6x16Asm(int64_t kc, const float* a, int64_t lda, const float* b, 
 }
 #endif
 
-
 }  // namespace
 
 // ap: kc x 6 (k-major, 6 rows interleaved, aStep floats per k); bp: kc x 16
