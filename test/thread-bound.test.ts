@@ -117,13 +117,17 @@ test('an idle pool sleeps: its bounded spin after an op ends within milliseconds
   for (let i = 0; i < 5; i++) await matmulAsync(a, a); // both pool threads and the dispatcher worked
   attention(randomTensor([1, 4, 128, 64]), randomTensor([1, 4, 128, 64]), randomTensor([1, 4, 128, 64]));
   await new Promise((r) => setTimeout(r, 50)); // past the 2 ms spin
-  const before = process.cpuUsage();
-  const start = process.hrtime.bigint();
-  await new Promise((r) => setTimeout(r, 300));
-  const wallMs = Number(process.hrtime.bigint() - start) / 1e6;
-  const used = process.cpuUsage(before);
-  const cpuMs = (used.user + used.system) / 1000;
-  // A helper still spinning would burn about the whole window; a sleeping pool, next to nothing
-  // (the allowance covers timers, GC and jest's own threads).
-  expect(cpuMs).toBeLessThan(0.25 * wallMs);
+  // The quietest of up to five 150 ms windows: a helper still spinning would burn about every
+  // window whole; a sleeping pool, next to nothing. One window is not enough: V8 (GC of an earlier
+  // test file's garbage in this jest worker) once took 174 ms of CPU in a 300 ms window on CI.
+  let quietest = Infinity;
+  for (let w = 0; w < 5 && quietest >= 0.25; w++) {
+    const before = process.cpuUsage();
+    const start = process.hrtime.bigint();
+    await new Promise((r) => setTimeout(r, 150));
+    const wallMs = Number(process.hrtime.bigint() - start) / 1e6;
+    const used = process.cpuUsage(before);
+    quietest = Math.min(quietest, (used.user + used.system) / 1000 / wallMs);
+  }
+  expect(quietest).toBeLessThan(0.25);
 });
