@@ -6,11 +6,13 @@
 
 #include <cstdint>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && defined(__LP64__) && (defined(__GNUC__) || defined(__clang__))
 #define MHSA_AVX2_ASM_TILE 1
 
 namespace mhsa {
 namespace avx2asm {
+// Local to the one file that includes this header (not exported, always inlined).
+namespace {
 
 // Why assembly: with A packed, eight k steps per pass with constant offsets
 // make a k step its 20 instructions (2 loads, 6 broadcasts, 12 FMAs) plus a
@@ -52,14 +54,15 @@ namespace avx2asm {
   "vxorps %%ymm10, %%ymm10, %%ymm10\n\t" "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"                        \
   "vxorps %%ymm12, %%ymm12, %%ymm12\n\t" "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"                        \
   "vxorps %%ymm14, %%ymm14, %%ymm14\n\t" "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
-// The accumulators out to tile[6][16] (32-byte aligned), for storeTile.
+// The accumulators out to tile[6][16], for storeTile (unaligned stores: the
+// buffer is aligned where the compiler honours alignas on the stack).
 #define MHSA_ASM_STORE_ACC                                                                           \
-  "vmovaps %%ymm4, (%[tile])\n\t" "vmovaps %%ymm5, 32(%[tile])\n\t"                                  \
-  "vmovaps %%ymm6, 64(%[tile])\n\t" "vmovaps %%ymm7, 96(%[tile])\n\t"                                \
-  "vmovaps %%ymm8, 128(%[tile])\n\t" "vmovaps %%ymm9, 160(%[tile])\n\t"                              \
-  "vmovaps %%ymm10, 192(%[tile])\n\t" "vmovaps %%ymm11, 224(%[tile])\n\t"                            \
-  "vmovaps %%ymm12, 256(%[tile])\n\t" "vmovaps %%ymm13, 288(%[tile])\n\t"                            \
-  "vmovaps %%ymm14, 320(%[tile])\n\t" "vmovaps %%ymm15, 352(%[tile])\n\t"
+  "vmovups %%ymm4, (%[tile])\n\t" "vmovups %%ymm5, 32(%[tile])\n\t"                                  \
+  "vmovups %%ymm6, 64(%[tile])\n\t" "vmovups %%ymm7, 96(%[tile])\n\t"                                \
+  "vmovups %%ymm8, 128(%[tile])\n\t" "vmovups %%ymm9, 160(%[tile])\n\t"                              \
+  "vmovups %%ymm10, 192(%[tile])\n\t" "vmovups %%ymm11, 224(%[tile])\n\t"                            \
+  "vmovups %%ymm12, 256(%[tile])\n\t" "vmovups %%ymm13, 288(%[tile])\n\t"                            \
+  "vmovups %%ymm14, 320(%[tile])\n\t" "vmovups %%ymm15, 352(%[tile])\n\t"
 // Every tile's loop: the accumulators zeroed, `passes` runs of PASS (ending
 // in its pointer bumps), `rest` runs of REST (which holds the label 3 its
 // loop returns to), the sums stored.
@@ -80,7 +83,8 @@ constexpr int64_t kMinDepth = 16;
 
 // tile[i][j] = sum_k ap[k * 6 + i] * bp[k * 16 + j] (A and B packed), one line
 // at fetch requested into L2 per 8 k steps, fetch advancing a line each time.
-inline void packedProduct(int64_t kc, const float* ap, const float* bp, const float* fetch, float* tile) {
+__attribute__((always_inline)) inline void packedProduct(int64_t kc, const float* ap, const float* bp,
+                                                         const float* fetch, float* tile) {
   int64_t passes = kc / 8, rest = kc % 8;
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    "prefetcht1 (%[fetch])\n\t"
@@ -97,7 +101,8 @@ inline void packedProduct(int64_t kc, const float* ap, const float* bp, const fl
 
 // The same with A's k steps aStep floats apart: the pointer bump stays in
 // each k step (21 instructions); no prefetch.
-inline void stridedProduct(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* tile) {
+__attribute__((always_inline)) inline void stridedProduct(int64_t kc, const float* ap, int64_t aStep,
+                                                          const float* bp, float* tile) {
   const int64_t stepBytes = aStep * static_cast<int64_t>(sizeof(float));
   int64_t passes = kc / 4, rest = kc % 4;
   asm volatile(MHSA_ASM_TILE_LOOPS(
@@ -112,7 +117,8 @@ inline void stridedProduct(int64_t kc, const float* ap, int64_t aStep, const flo
 
 // The same with A's six rows read in place, lda floats apart, and B a packed
 // sliver (a projection's input against a prepacked weight).
-inline void rowsProduct(int64_t kc, const float* a, int64_t lda, const float* b, float* tile) {
+__attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* a, int64_t lda, const float* b,
+                                                       float* tile) {
   // Rows 3-5 from a second base, formed as an integer: with fewer rows than
   // that it would point past A (it is only formed for whole 6-row tiles).
   const float* a3 = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(a) +
@@ -139,6 +145,7 @@ inline void rowsProduct(int64_t kc, const float* a, int64_t lda, const float* b,
 #undef MHSA_ASM_TILE_LOOPS
 #undef MHSA_ASM_CLOBBERS
 
+}  // namespace
 }  // namespace avx2asm
 }  // namespace mhsa
 #endif

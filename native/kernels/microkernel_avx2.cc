@@ -103,8 +103,8 @@ inline void storeAsmTile(const float* tile, float* c, int64_t ldc, float alpha, 
   __m256 acc[6][2];
 #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
-    acc[i][0] = _mm256_load_ps(tile + kNR * i);
-    acc[i][1] = _mm256_load_ps(tile + kNR * i + 8);
+    acc[i][0] = _mm256_loadu_ps(tile + kNR * i);
+    acc[i][1] = _mm256_loadu_ps(tile + kNR * i + 8);
   }
   storeTile<6>(acc, c, ldc, alpha, accumulate, cols, bias);
 }

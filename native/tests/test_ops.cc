@@ -3,10 +3,18 @@
 // shapes and aliasing are rejected before anything is written.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "../kernels/kernel_table.h"
 #include "../kernels/layernorm.h"
@@ -648,3 +656,104 @@ TEST(row_max_and_exp_sub_sum_tails) {
     check(rowMax(), 0.0);
   }
 }
+
+#if defined(__unix__) || defined(__APPLE__)
+namespace {
+
+// n floats ending right before an unreadable page: a kernel that reads one
+// float past its operand faults (AddressSanitizer does not see inside the
+// AVX2 table's inline assembly, avx2_asm_tile.h). Unmapped when destroyed.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(size_t n) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = (n * sizeof(float) + page - 1) / page * page + page;
+    base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(base_ != MAP_FAILED);
+    mprotect(static_cast<char*>(base_) + bytes_ - page, page, PROT_NONE);
+    data_ = reinterpret_cast<float*>(static_cast<char*>(base_) + bytes_ - page) - n;
+  }
+  ~GuardedFloats() { munmap(base_, bytes_); }
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  float* data() { return data_; }
+
+ private:
+  void* base_;
+  size_t bytes_;
+  float* data_;
+};
+
+}  // namespace
+
+// The micro-kernels (packed and direct forms) of the table in use, every
+// row count, edge and full column counts, depths around the assembly tiles'
+// passes (avx2_asm_tile.h: 8 k steps, 4 with a strided A), A's k steps 1x
+// and 3x mr apart, each operand ending at an unreadable page. The SIMD
+// tables sum each element with one FMA per k step in k order, then scale,
+// add c and the bias as separate roundings (kernel_table.h): exactly what
+// the scalar reference below computes, so they must match it bit for bit.
+TEST(micro_kernels_exact_sums_and_operand_bounds) {
+  const KernelTable& kt = kernels();
+  const std::string name = kt.name;
+  const bool exact = name == "avx2" || name == "avx512";
+  const int mr = kt.mr, nr = kt.nr;
+  std::mt19937_64 rng(testSeed());
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto fill = [&](float* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
+  };
+  const int64_t ldc = nr + 3;
+  for (int64_t kc : {1, 7, 8, 15, 16, 17, 23, 24, 31, 63, 64, 65, 197})
+    for (int64_t aStep : {int64_t{mr}, int64_t{3 * mr}})
+      for (int rows = 1; rows <= mr; ++rows)
+        for (int cols : {1, nr - 1, nr})
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool accumulate = variant & 1, withBias = variant & 2;
+            const float alpha = variant == 3 ? 0.37f : 1.0f;
+            const std::string where = name + " kc " + std::to_string(kc) + " aStep " + std::to_string(aStep) +
+                                      " rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
+                                      " variant " + std::to_string(variant);
+            const size_t aFloats = static_cast<size_t>((kc - 1) * aStep + mr);
+            const size_t bFloats = static_cast<size_t>(kc * nr);
+            GuardedFloats a(aFloats), b(bFloats), bias(static_cast<size_t>(cols)),
+                c(static_cast<size_t>((rows - 1) * ldc + cols)), c2(static_cast<size_t>((rows - 1) * ldc + cols));
+            fill(a.data(), aFloats);
+            fill(b.data(), bFloats);
+            fill(bias.data(), static_cast<size_t>(cols));
+            fill(c.data(), static_cast<size_t>((rows - 1) * ldc + cols));
+            std::copy(c.data(), c.data() + (rows - 1) * ldc + cols, c2.data());
+            std::vector<float> want(static_cast<size_t>(rows * cols));
+            for (int i = 0; i < rows; ++i)
+              for (int j = 0; j < cols; ++j) {
+                float s = 0.0f;
+                for (int64_t k = 0; k < kc; ++k) s = std::fma(a.data()[k * aStep + i], b.data()[k * nr + j], s);
+                float v = alpha * s;
+                if (accumulate) v = v + c.data()[i * ldc + j];
+                if (withBias) v = v + bias.data()[j];
+                want[static_cast<size_t>(i * cols + j)] = v;
+              }
+            const float* biasPtr = withBias ? bias.data() : nullptr;
+            // The packed form (a prefetch request for a line of B when aStep is mr, as gemmMacroKernel makes).
+            kt.microKernel(kc, a.data(), aStep, b.data(), nr, c.data(), ldc, alpha, accumulate, rows, cols, biasPtr,
+                           aStep == mr ? b.data() : nullptr);
+            // The direct form: A's rows in place (row i at a + i * lda), B's rows nr floats apart.
+            const int64_t lda = kc + 2;
+            GuardedFloats ad(static_cast<size_t>((rows - 1) * lda + kc));
+            for (int i = 0; i < rows; ++i)
+              for (int64_t k = 0; k < kc; ++k) ad.data()[i * lda + k] = a.data()[k * aStep + i];
+            kt.microKernelDirect(kc, ad.data(), lda, b.data(), nr, c2.data(), ldc, alpha, accumulate, rows, cols,
+                                 biasPtr);
+            bool same = true, close = true;
+            for (int i = 0; i < rows; ++i)
+              for (int j = 0; j < cols; ++j) {
+                const float w = want[static_cast<size_t>(i * cols + j)];
+                for (const float got : {c.data()[i * ldc + j], c2.data()[i * ldc + j]}) {
+                  same = same && got == w;
+                  close = close && std::fabs(got - w) <= 1e-5f * (1.0f + std::fabs(w)) * static_cast<float>(kc);
+                }
+              }
+            CHECK_MSG(exact ? same : close, where);
+          }
+}
+#endif
