@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "row_bases.h"
+
 #if defined(__x86_64__) && defined(__LP64__) && (defined(__GNUC__) || defined(__clang__))
 #define MHSA_AVX2_ASM_TILE 1
 
@@ -41,7 +43,7 @@ namespace {
   MHSA_ASM_ROW(#aoff "+8(%[a])", 8, 9) MHSA_ASM_ROW(#aoff "+12(%[a])", 10, 11)                       \
   MHSA_ASM_ROW(#aoff "+16(%[a])", 12, 13) MHSA_ASM_ROW(#aoff "+20(%[a])", 14, 15)
 // A in place: rows 0-2 at a0 + {0, 1, 2} lda, rows 3-5 at a3 + {0, 1, 2} lda
-// (lda in bytes in l), k steps 4 bytes apart.
+// (RowBases<6>; lda in bytes in l), k steps 4 bytes apart.
 #define MHSA_ASM_STEP_ROWS(aoff, boff)                                                               \
   MHSA_ASM_LOAD_B(boff)                                                                              \
   MHSA_ASM_ROW(#aoff "(%[a0])", 4, 5) MHSA_ASM_ROW(#aoff "(%[a0],%[l],1)", 6, 7)                     \
@@ -119,10 +121,9 @@ __attribute__((always_inline)) inline void stridedProduct(int64_t kc, const floa
 // sliver (a projection's input against a prepacked weight).
 __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* a, int64_t lda, const float* b,
                                                        float* tile) {
-  // Rows 3-5 from a second base, formed as an integer: with fewer rows than
-  // that it would point past A (it is only formed for whole 6-row tiles).
-  const float* a3 = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(a) +
-                                                   static_cast<uintptr_t>(3 * lda) * sizeof(float));
+  // Rows 0-2 and 3-5 from two bases (row_bases.h), each row a base plus the
+  // stride scaled by 1 or 2 in the addressing.
+  const float* a3 = RowBases<6>(a, lda).base[1];
   const int64_t ldaBytes = lda * static_cast<int64_t>(sizeof(float));
   int64_t passes = kc / 8, rest = kc % 8;
   asm volatile(MHSA_ASM_TILE_LOOPS(
