@@ -4,6 +4,7 @@
 // (intrinsics) reads back. Include only from files compiled with -mavx2 -mfma.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "row_bases.h"
@@ -65,14 +66,24 @@ namespace {
   "vmovups %%ymm10, 192(%[tile])\n\t" "vmovups %%ymm11, 224(%[tile])\n\t"                            \
   "vmovups %%ymm12, 256(%[tile])\n\t" "vmovups %%ymm13, 288(%[tile])\n\t"                            \
   "vmovups %%ymm14, 320(%[tile])\n\t" "vmovups %%ymm15, 352(%[tile])\n\t"
-// Every tile's loop: the accumulators zeroed, `passes` runs of PASS (ending
-// in its pointer bumps), `rest` runs of REST (which holds the label 3 its
-// loop returns to), the sums stored.
+// C's tile requested for writing: rows 0-2 at c0 + {0, 1, 2} ldc, rows 3-5 at
+// c3 (ldc in bytes in lc), each row's first and last float (two lines when
+// the row is not 64-byte aligned).
+#define MHSA_ASM_FETCH_C_ROW(addr) "prefetchw " addr "\n\t" "prefetchw 60" addr "\n\t"
+#define MHSA_ASM_FETCH_C                                                                             \
+  MHSA_ASM_FETCH_C_ROW("(%[c0])") MHSA_ASM_FETCH_C_ROW("(%[c0],%[lc],1)")                            \
+  MHSA_ASM_FETCH_C_ROW("(%[c0],%[lc],2)") MHSA_ASM_FETCH_C_ROW("(%[c3])")                           \
+  MHSA_ASM_FETCH_C_ROW("(%[c3],%[lc],1)") MHSA_ASM_FETCH_C_ROW("(%[c3],%[lc],2)")
+// Every tile's loop: the accumulators zeroed, `early` runs of PASS, C's tile
+// requested, `late` runs of PASS (each ending in its pointer bumps), `rest`
+// runs of REST (which holds the label 3 its loop returns to), the sums stored.
 #define MHSA_ASM_TILE_LOOPS(PASS, REST)                                                              \
   MHSA_ASM_ZERO_ACC                                                                                  \
-  "testq %[passes], %[passes]\n\t" "jz 2f\n\t"                                                        \
-  "1:\n\t" PASS "decq %[passes]\n\t" "jnz 1b\n\t"                                                    \
-  "2:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                  \
+  "testq %[early], %[early]\n\t" "jz 2f\n\t"                                                        \
+  "1:\n\t" PASS "decq %[early]\n\t" "jnz 1b\n\t"                                                    \
+  "2:\n\t" MHSA_ASM_FETCH_C "testq %[late], %[late]\n\t" "jz 6f\n\t"                                \
+  "5:\n\t" PASS "decq %[late]\n\t" "jnz 5b\n\t"                                                     \
+  "6:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                 \
   REST "decq %[rest]\n\t" "jnz 3b\n\t"                                                                \
   "4:\n\t" MHSA_ASM_STORE_ACC
 #define MHSA_ASM_CLOBBERS                                                                            \
@@ -83,11 +94,29 @@ namespace {
 // through memory (24 moves): a few k steps' worth.
 constexpr int64_t kMinDepth = 16;
 
+// How many k steps before the end of its K loop a tile requests C's lines.
+// Requested at the start instead, they were gone again by the epilogue: a
+// 768-deep sliver of B (48 KiB) passes through the 32 KiB L1 meanwhile and
+// the B block through L2, so the twelve stores of the epilogue waited on
+// misses and filled the store buffer, and the next call stalled on its first
+// stores (the pushes of its arguments, ~3 % of the ViT block's samples). At
+// ~6 cycles a k step, 32 steps cover a miss to L3.
+constexpr int64_t kFetchCAhead = 32;
+
+// A tile's C rows for MHSA_ASM_FETCH_C: rows 0-2 from c0, 3-5 from c3 (RowBases<6>), ldc in bytes.
+struct CTileRows {
+  const float* c0;
+  const float* c3;
+  int64_t ldcBytes;
+  CTileRows(const float* c, int64_t ldc)
+      : c0(c), c3(RowBases<6>(c, ldc).base[1]), ldcBytes(ldc * static_cast<int64_t>(sizeof(float))) {}
+};
+
 // tile[i][j] = sum_k ap[k * 6 + i] * bp[k * 16 + j] (A and B packed), one line
 // at fetch requested into L2 per 8 k steps, fetch advancing a line each time.
 __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float* ap, const float* bp,
-                                                         const float* fetch, float* tile) {
-  int64_t passes = kc / 8, rest = kc % 8;
+                                                         const float* fetch, CTileRows c, float* tile) {
+  int64_t late = std::min(kc / 8, kFetchCAhead / 8), early = kc / 8 - late, rest = kc % 8;
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    "prefetcht1 (%[fetch])\n\t"
                    MHSA_ASM_STEP_PACKED(0, 0) MHSA_ASM_STEP_PACKED(24, 64) MHSA_ASM_STEP_PACKED(48, 128)
@@ -96,44 +125,45 @@ __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float
                    "addq $192, %[a]\n\t" "addq $512, %[b]\n\t" "addq $64, %[fetch]\n\t",
                    "prefetcht1 (%[fetch])\n\t" "3:\n\t"
                    MHSA_ASM_STEP_PACKED(0, 0) "addq $24, %[a]\n\t" "addq $64, %[b]\n\t")
-               : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [passes] "+r"(passes), [rest] "+r"(rest)
-               : [tile] "r"(tile)
+               : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [early] "+r"(early), [late] "+r"(late),
+                 [rest] "+r"(rest)
+               : [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes)
                : MHSA_ASM_CLOBBERS);
 }
 
 // The same with A's k steps aStep floats apart: the pointer bump stays in
-// each k step (21 instructions); no prefetch.
+// each k step (21 instructions); no prefetch of B.
 __attribute__((always_inline)) inline void stridedProduct(int64_t kc, const float* ap, int64_t aStep,
-                                                          const float* bp, float* tile) {
+                                                          const float* bp, CTileRows c, float* tile) {
   const int64_t stepBytes = aStep * static_cast<int64_t>(sizeof(float));
-  int64_t passes = kc / 4, rest = kc % 4;
+  int64_t late = std::min(kc / 4, kFetchCAhead / 4), early = kc / 4 - late, rest = kc % 4;
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 64)
                    "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 128) "addq %[step], %[a]\n\t"
                    MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t" "addq $256, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" "addq $64, %[b]\n\t")
-               : [a] "+r"(ap), [b] "+r"(bp), [passes] "+r"(passes), [rest] "+r"(rest)
-               : [step] "r"(stepBytes), [tile] "r"(tile)
+               : [a] "+r"(ap), [b] "+r"(bp), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
+               : [step] "r"(stepBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes)
                : MHSA_ASM_CLOBBERS);
 }
 
 // The same with A's six rows read in place, lda floats apart, and B a packed
 // sliver (a projection's input against a prepacked weight).
 __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* a, int64_t lda, const float* b,
-                                                       float* tile) {
+                                                       CTileRows c, float* tile) {
   // Rows 0-2 and 3-5 from two bases (row_bases.h), each row a base plus the
   // stride scaled by 1 or 2 in the addressing.
   const float* a3 = RowBases<6>(a, lda).base[1];
   const int64_t ldaBytes = lda * static_cast<int64_t>(sizeof(float));
-  int64_t passes = kc / 8, rest = kc % 8;
+  int64_t late = std::min(kc / 8, kFetchCAhead / 8), early = kc / 8 - late, rest = kc % 8;
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    MHSA_ASM_STEP_ROWS(0, 0) MHSA_ASM_STEP_ROWS(4, 64) MHSA_ASM_STEP_ROWS(8, 128)
                    MHSA_ASM_STEP_ROWS(12, 192) MHSA_ASM_STEP_ROWS(16, 256) MHSA_ASM_STEP_ROWS(20, 320)
                    MHSA_ASM_STEP_ROWS(24, 384) MHSA_ASM_STEP_ROWS(28, 448)
                    "addq $32, %[a0]\n\t" "addq $32, %[a3]\n\t" "addq $512, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_ROWS(0, 0) "addq $4, %[a0]\n\t" "addq $4, %[a3]\n\t" "addq $64, %[b]\n\t")
-               : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [passes] "+r"(passes), [rest] "+r"(rest)
-               : [l] "r"(ldaBytes), [tile] "r"(tile)
+               : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
+               : [l] "r"(ldaBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes)
                : MHSA_ASM_CLOBBERS);
 }
 
@@ -143,6 +173,8 @@ __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* 
 #undef MHSA_ASM_STEP_ROWS
 #undef MHSA_ASM_ZERO_ACC
 #undef MHSA_ASM_STORE_ACC
+#undef MHSA_ASM_FETCH_C_ROW
+#undef MHSA_ASM_FETCH_C
 #undef MHSA_ASM_TILE_LOOPS
 #undef MHSA_ASM_CLOBBERS
 

@@ -112,12 +112,10 @@ inline void storeAsmTile(const float* tile, float* c, int64_t ldc, float alpha, 
 // packedTile<6> with A and B packed (aStep 6, bStride 16): avx2_asm_tile.h.
 void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
                        bool accumulate, int cols, const float* bias, const float* prefetch) {
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   alignas(32) float tile[6 * kNR];
   // One line of the next B block per 8 k steps, as packedTile requests them
   // (with none, lines of this sliver: harmless).
-  avx2asm::packedProduct(kc, ap, bp, prefetch ? prefetch : bp, tile);
+  avx2asm::packedProduct(kc, ap, bp, prefetch ? prefetch : bp, avx2asm::CTileRows(c, ldc), tile);
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
 
@@ -125,10 +123,8 @@ void packedTile6x16Asm(int64_t kc, const float* ap, const float* bp, float* c, i
 // P·V reads its transposed scores in place, a query tile's width apart.
 void stridedTile6x16Asm(int64_t kc, const float* ap, int64_t aStep, const float* bp, float* c, int64_t ldc,
                         float alpha, bool accumulate, int cols, const float* bias) {
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   alignas(32) float tile[6 * kNR];
-  avx2asm::stridedProduct(kc, ap, aStep, bp, tile);
+  avx2asm::stridedProduct(kc, ap, aStep, bp, avx2asm::CTileRows(c, ldc), tile);
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
 
@@ -136,7 +132,7 @@ void stridedTile6x16Asm(int64_t kc, const float* ap, int64_t aStep, const float*
 void directTile6x16Asm(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, float alpha,
                        bool accumulate, int cols, const float* bias) {
   alignas(32) float tile[6 * kNR];
-  avx2asm::rowsProduct(kc, a, lda, b, tile);
+  avx2asm::rowsProduct(kc, a, lda, b, avx2asm::CTileRows(c, ldc), tile);
   storeAsmTile(tile, c, ldc, alpha, accumulate, cols, bias);
 }
 #endif
