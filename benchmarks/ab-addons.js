@@ -9,6 +9,7 @@
  *   node benchmarks/ab-addons.js A.node B.node attention-bshd [heads=12] [tokens=197] [rounds=30] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
  *   node benchmarks/ab-addons.js A.node B.node softmax [rows,cols=6144,512] [rounds=30] [burst=5]
+ *   node benchmarks/ab-addons.js A.node B.node layernorm [rows,cols=197,768] [rounds=30] [burst=5]
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
@@ -50,12 +51,12 @@ const os = require('node:os');
 const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
-if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax'].includes(kind)) {
-  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax [...]');
+if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax', 'layernorm'].includes(kind)) {
+  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm [...]');
   process.exit(2);
 }
 const root = path.resolve(__dirname, '..');
-const nums = (kind === 'matmul' || kind === 'softmax' ? rest.slice(1) : rest).map(Number);
+const nums = (['matmul', 'softmax', 'layernorm'].includes(kind) ? rest.slice(1) : rest).map(Number);
 
 /** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */
 function loadCopy(addon, tag) {
@@ -125,6 +126,22 @@ function workload() {
         const opts = { out };
         if (process.env.AB_SCALE) opts.scale = Number(process.env.AB_SCALE);
         return { out, run: () => m.softmax(x, opts) };
+      },
+    };
+  }
+  if (kind === 'layernorm') {
+    // Rows of x normalized with a weight and a bias, as the block's pre-norm (the block fuses it into its QKV packing).
+    const [R, C] = (rest[0] ?? '197,768').split(',').map(Number);
+    const [rounds = 30, burst = 5] = nums;
+    const x = { data: rnd(R * C, 4), shape: [R, C] };
+    const weight = { data: rnd(C, 2), shape: [C] }, bias = { data: rnd(C), shape: [C] };
+    return {
+      label: `layerNorm ${R}x${C}`,
+      rounds,
+      burst,
+      prepare(m) {
+        const out = { data: new Float32Array(R * C), shape: [R, C] };
+        return { out, run: () => m.layerNorm(x, { weight, bias, out }) };
       },
     };
   }

@@ -8,6 +8,7 @@
 #include "exp2_poly.h"
 #include "exp_poly.h"
 #include "kernel_table.h"
+#include "layernorm_avx2.h"
 #include "microkernel_avx2.h"
 #include "scores_avx2.h"
 #include "softmax_avx2.h"
@@ -21,6 +22,7 @@
 #define MHSA_ROW_MAX ::mhsa::rowMaxAvx2
 #define MHSA_EXP_SUB_SUM ::mhsa::expSubSumAvx2
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx2
+#define MHSA_LAYER_NORM_ROW ::mhsa::layerNormRowAvx2
 #define MHSA_MR 6
 #define MHSA_NR 16
 #define MHSA_GEMM_A_IN_PLACE true
