@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../runtime/cpu_features.h"
 #include "row_bases.h"
 
 #if defined(__x86_64__) && defined(__LP64__) && (defined(__GNUC__) || defined(__clang__))
@@ -66,23 +67,27 @@ namespace {
   "vmovups %%ymm10, 192(%[tile])\n\t" "vmovups %%ymm11, 224(%[tile])\n\t"                            \
   "vmovups %%ymm12, 256(%[tile])\n\t" "vmovups %%ymm13, 288(%[tile])\n\t"                            \
   "vmovups %%ymm14, 320(%[tile])\n\t" "vmovups %%ymm15, 352(%[tile])\n\t"
-// C's tile requested for writing: rows 0-2 at c0 + {0, 1, 2} ldc, rows 3-5 at
-// c3 (ldc in bytes in lc), each row's first and last float (two lines when
-// the row is not 64-byte aligned).
-#define MHSA_ASM_FETCH_C_ROW(addr) "prefetchw " addr "\n\t" "prefetchw 60" addr "\n\t"
+// C's tile requested, rows 0-2 at c0 + {0, 1, 2} ldc, rows 3-5 at c3 (ldc in
+// bytes in lc), each row's first and last float (two lines when the row is
+// not 64-byte aligned): for writing (PREFETCHW) where w (kFetchCForWrite) is
+// true, for reading (PREFETCHT0) on CPUs without that instruction.
+#define MHSA_ASM_FETCH_C_ROW(op, addr) op " " addr "\n\t" op " 60" addr "\n\t"
+#define MHSA_ASM_FETCH_C_ROWS(op)                                                                    \
+  MHSA_ASM_FETCH_C_ROW(op, "(%[c0])") MHSA_ASM_FETCH_C_ROW(op, "(%[c0],%[lc],1)")                    \
+  MHSA_ASM_FETCH_C_ROW(op, "(%[c0],%[lc],2)") MHSA_ASM_FETCH_C_ROW(op, "(%[c3])")                   \
+  MHSA_ASM_FETCH_C_ROW(op, "(%[c3],%[lc],1)") MHSA_ASM_FETCH_C_ROW(op, "(%[c3],%[lc],2)")
 #define MHSA_ASM_FETCH_C                                                                             \
-  MHSA_ASM_FETCH_C_ROW("(%[c0])") MHSA_ASM_FETCH_C_ROW("(%[c0],%[lc],1)")                            \
-  MHSA_ASM_FETCH_C_ROW("(%[c0],%[lc],2)") MHSA_ASM_FETCH_C_ROW("(%[c3])")                           \
-  MHSA_ASM_FETCH_C_ROW("(%[c3],%[lc],1)") MHSA_ASM_FETCH_C_ROW("(%[c3],%[lc],2)")
+  "testb $1, %[w]\n\t" "jz 7f\n\t" MHSA_ASM_FETCH_C_ROWS("prefetchw") "jmp 8f\n\t"                    \
+  "7:\n\t" MHSA_ASM_FETCH_C_ROWS("prefetcht0") "8:\n\t"
 // Every tile's loop: the accumulators zeroed, `early` runs of PASS, C's tile
 // requested, `late` runs of PASS (each ending in its pointer bumps), `rest`
 // runs of REST (which holds the label 3 its loop returns to), the sums stored.
 #define MHSA_ASM_TILE_LOOPS(PASS, REST)                                                              \
   MHSA_ASM_ZERO_ACC                                                                                  \
   "testq %[early], %[early]\n\t" "jz 2f\n\t"                                                        \
-  "1:\n\t" PASS "decq %[early]\n\t" "jnz 1b\n\t"                                                    \
+  ".p2align 6\n\t" "1:\n\t" PASS "decq %[early]\n\t" "jnz 1b\n\t"                                                    \
   "2:\n\t" MHSA_ASM_FETCH_C "testq %[late], %[late]\n\t" "jz 6f\n\t"                                \
-  "5:\n\t" PASS "decq %[late]\n\t" "jnz 5b\n\t"                                                     \
+  ".p2align 6\n\t" "5:\n\t" PASS "decq %[late]\n\t" "jnz 5b\n\t"                                                     \
   "6:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                 \
   REST "decq %[rest]\n\t" "jnz 3b\n\t"                                                                \
   "4:\n\t" MHSA_ASM_STORE_ACC
@@ -102,6 +107,11 @@ constexpr int64_t kMinDepth = 16;
 // stores (the pushes of its arguments, ~3 % of the ViT block's samples). At
 // ~6 cycles a k step, 32 steps cover a miss to L3.
 constexpr int64_t kFetchCAhead = 32;
+
+// Whether MHSA_ASM_FETCH_C requests C's lines for writing (read once, as the
+// library loads). Requested for reading instead, the block at B1 measured
+// 1.5-3.5 % slower (RESULTS.md, entry 133).
+const bool kFetchCForWrite = cpuHasPrefetchW();
 
 // A tile's C rows for MHSA_ASM_FETCH_C: rows 0-2 from c0, 3-5 from c3 (RowBases<6>), ldc in bytes.
 struct CTileRows {
@@ -127,7 +137,7 @@ __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float
                    MHSA_ASM_STEP_PACKED(0, 0) "addq $24, %[a]\n\t" "addq $64, %[b]\n\t")
                : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [early] "+r"(early), [late] "+r"(late),
                  [rest] "+r"(rest)
-               : [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes)
+               : [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes), [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
 }
 
@@ -143,7 +153,7 @@ __attribute__((always_inline)) inline void stridedProduct(int64_t kc, const floa
                    MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t" "addq $256, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" "addq $64, %[b]\n\t")
                : [a] "+r"(ap), [b] "+r"(bp), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
-               : [step] "r"(stepBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes)
+               : [step] "r"(stepBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes), [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
 }
 
@@ -163,7 +173,7 @@ __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* 
                    "addq $32, %[a0]\n\t" "addq $32, %[a3]\n\t" "addq $512, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_ROWS(0, 0) "addq $4, %[a0]\n\t" "addq $4, %[a3]\n\t" "addq $64, %[b]\n\t")
                : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
-               : [l] "r"(ldaBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes)
+               : [l] "r"(ldaBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes), [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
 }
 
@@ -174,6 +184,7 @@ __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* 
 #undef MHSA_ASM_ZERO_ACC
 #undef MHSA_ASM_STORE_ACC
 #undef MHSA_ASM_FETCH_C_ROW
+#undef MHSA_ASM_FETCH_C_ROWS
 #undef MHSA_ASM_FETCH_C
 #undef MHSA_ASM_TILE_LOOPS
 #undef MHSA_ASM_CLOBBERS

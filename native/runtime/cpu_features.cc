@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(MHSA_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
+
 namespace mhsa {
 namespace {
 
@@ -36,6 +40,18 @@ Isa selectedIsa() {
     return static_cast<int>(want) < static_cast<int>(cpu) ? want : cpu;
   }();
   return isa;
+}
+
+bool cpuHasPrefetchW() {
+  static const bool has = [] {
+#if defined(MHSA_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 8)) != 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
 }
 
 const char* isaName(Isa isa) {

@@ -12,4 +12,9 @@ Isa selectedIsa();
 
 const char* isaName(Isa isa);
 
+// Whether the CPU runs PREFETCHW (CPUID 0x80000001 ECX bit 8; AMD since the
+// K6-2, Intel since Broadwell). Kernels that request lines for writing fall
+// back to a read prefetch without it. Detected once.
+bool cpuHasPrefetchW();
+
 }  // namespace mhsa
