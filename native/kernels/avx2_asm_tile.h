@@ -34,9 +34,9 @@ namespace {
 // Registers: B's two vectors of a k step in ymm0/ymm1, A's value broadcast
 // in ymm2, row i's accumulators in ymm(4+2i) and ymm(5+2i).
 #define MHSA_ASM_LOAD_B(boff) "vmovups " #boff "(%[b]), %%ymm0\n\t" "vmovups " #boff "+32(%[b]), %%ymm1\n\t"
-#define MHSA_ASM_ROW(addr, acc0, acc1)                  \
-  "vbroadcastss " addr ", %%ymm2\n\t"                   \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm" #acc0 "\n\t"      \
+#define MHSA_ASM_ROW(addr, acc0, acc1)                                                               \
+  "vbroadcastss " addr ", %%ymm2\n\t"                                                                \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm" #acc0 "\n\t"                                                   \
   "vfmadd231ps %%ymm1, %%ymm2, %%ymm" #acc1 "\n\t"
 // A packed: its six values of a k step adjacent at a + aoff.
 #define MHSA_ASM_STEP_PACKED(aoff, boff)                                                             \
@@ -52,11 +52,11 @@ namespace {
   MHSA_ASM_ROW(#aoff "(%[a0],%[l],2)", 8, 9) MHSA_ASM_ROW(#aoff "(%[a3])", 10, 11)                   \
   MHSA_ASM_ROW(#aoff "(%[a3],%[l],1)", 12, 13) MHSA_ASM_ROW(#aoff "(%[a3],%[l],2)", 14, 15)
 #define MHSA_ASM_ZERO_ACC                                                                            \
-  "vxorps %%ymm4, %%ymm4, %%ymm4\n\t" "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"                              \
-  "vxorps %%ymm6, %%ymm6, %%ymm6\n\t" "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"                              \
-  "vxorps %%ymm8, %%ymm8, %%ymm8\n\t" "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"                              \
-  "vxorps %%ymm10, %%ymm10, %%ymm10\n\t" "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"                        \
-  "vxorps %%ymm12, %%ymm12, %%ymm12\n\t" "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"                        \
+  "vxorps %%ymm4, %%ymm4, %%ymm4\n\t" "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"                            \
+  "vxorps %%ymm6, %%ymm6, %%ymm6\n\t" "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"                            \
+  "vxorps %%ymm8, %%ymm8, %%ymm8\n\t" "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"                            \
+  "vxorps %%ymm10, %%ymm10, %%ymm10\n\t" "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"                      \
+  "vxorps %%ymm12, %%ymm12, %%ymm12\n\t" "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"                      \
   "vxorps %%ymm14, %%ymm14, %%ymm14\n\t" "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
 // The accumulators out to tile[6][16], for storeTile (unaligned stores: the
 // buffer is aligned where the compiler honours alignas on the stack).
@@ -74,22 +74,22 @@ namespace {
 #define MHSA_ASM_FETCH_C_ROW(op, addr) op " " addr "\n\t" op " 60" addr "\n\t"
 #define MHSA_ASM_FETCH_C_ROWS(op)                                                                    \
   MHSA_ASM_FETCH_C_ROW(op, "(%[c0])") MHSA_ASM_FETCH_C_ROW(op, "(%[c0],%[lc],1)")                    \
-  MHSA_ASM_FETCH_C_ROW(op, "(%[c0],%[lc],2)") MHSA_ASM_FETCH_C_ROW(op, "(%[c3])")                   \
+  MHSA_ASM_FETCH_C_ROW(op, "(%[c0],%[lc],2)") MHSA_ASM_FETCH_C_ROW(op, "(%[c3])")                    \
   MHSA_ASM_FETCH_C_ROW(op, "(%[c3],%[lc],1)") MHSA_ASM_FETCH_C_ROW(op, "(%[c3],%[lc],2)")
 #define MHSA_ASM_FETCH_C                                                                             \
-  "testb $1, %[w]\n\t" "jz 7f\n\t" MHSA_ASM_FETCH_C_ROWS("prefetchw") "jmp 8f\n\t"                    \
+  "testb $1, %[w]\n\t" "jz 7f\n\t" MHSA_ASM_FETCH_C_ROWS("prefetchw") "jmp 8f\n\t"                   \
   "7:\n\t" MHSA_ASM_FETCH_C_ROWS("prefetcht0") "8:\n\t"
 // Every tile's loop: the accumulators zeroed, `early` runs of PASS, C's tile
 // requested, `late` runs of PASS (each ending in its pointer bumps), `rest`
 // runs of REST (which holds the label 3 its loop returns to), the sums stored.
 #define MHSA_ASM_TILE_LOOPS(PASS, REST)                                                              \
   MHSA_ASM_ZERO_ACC                                                                                  \
-  "testq %[early], %[early]\n\t" "jz 2f\n\t"                                                        \
-  ".p2align 6\n\t" "1:\n\t" PASS "decq %[early]\n\t" "jnz 1b\n\t"                                                    \
-  "2:\n\t" MHSA_ASM_FETCH_C "testq %[late], %[late]\n\t" "jz 6f\n\t"                                \
-  ".p2align 6\n\t" "5:\n\t" PASS "decq %[late]\n\t" "jnz 5b\n\t"                                                     \
-  "6:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                 \
-  REST "decq %[rest]\n\t" "jnz 3b\n\t"                                                                \
+  "testq %[early], %[early]\n\t" "jz 2f\n\t"                                                         \
+  ".p2align 6\n\t" "1:\n\t" PASS "decq %[early]\n\t" "jnz 1b\n\t"                                    \
+  "2:\n\t" MHSA_ASM_FETCH_C "testq %[late], %[late]\n\t" "jz 6f\n\t"                                 \
+  ".p2align 6\n\t" "5:\n\t" PASS "decq %[late]\n\t" "jnz 5b\n\t"                                     \
+  "6:\n\t" "testq %[rest], %[rest]\n\t" "jz 4f\n\t"                                                  \
+  REST "decq %[rest]\n\t" "jnz 3b\n\t"                                                               \
   "4:\n\t" MHSA_ASM_STORE_ACC
 #define MHSA_ASM_CLOBBERS                                                                            \
   "xmm0", "xmm1", "xmm2", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
@@ -99,18 +99,21 @@ namespace {
 // through memory (24 moves): a few k steps' worth.
 constexpr int64_t kMinDepth = 16;
 
-// How many k steps before the end of its K loop a tile requests C's lines.
-// Requested at the start instead, they were gone again by the epilogue: a
-// 768-deep sliver of B (48 KiB) passes through the 32 KiB L1 meanwhile and
-// the B block through L2, so the twelve stores of the epilogue waited on
-// misses and filled the store buffer, and the next call stalled on its first
-// stores (the pushes of its arguments, ~3 % of the ViT block's samples). At
-// ~6 cycles a k step, 32 steps cover a miss to L3.
+// How many k steps before the end of its K loop a tile requests C's lines
+// (whole passes of them, so 32 plus the remainder's steps; a loop of fewer
+// passes requests them at its start). Requested at the start of a long loop,
+// they were gone again by the epilogue: a 768-deep sliver of B (48 KiB)
+// passes through the 32 KiB L1 meanwhile and the B block through L2, so the
+// twelve stores of the epilogue waited on misses and filled the store buffer,
+// and the next call stalled on its first stores (the pushes of its
+// arguments, ~3 % of the ViT block's samples). At ~6 cycles a k step, 32
+// steps cover a miss to L3.
 constexpr int64_t kFetchCAhead = 32;
 
-// Whether MHSA_ASM_FETCH_C requests C's lines for writing (read once, as the
-// library loads). Requested for reading instead, the block at B1 measured
-// 1.5-3.5 % slower (RESULTS.md, entry 133).
+// Whether MHSA_ASM_FETCH_C requests C's lines for writing, read once as this
+// file's static initializers run (a product run from an earlier initializer
+// would request them for reading: slower, same results). Requested for
+// reading, the block at B1 measured 1.5-3.5 % slower (RESULTS.md, entry 133).
 const bool kFetchCForWrite = cpuHasPrefetchW();
 
 // A tile's C rows for MHSA_ASM_FETCH_C: rows 0-2 from c0, 3-5 from c3 (RowBases<6>), ldc in bytes.
@@ -137,7 +140,8 @@ __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float
                    MHSA_ASM_STEP_PACKED(0, 0) "addq $24, %[a]\n\t" "addq $64, %[b]\n\t")
                : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [early] "+r"(early), [late] "+r"(late),
                  [rest] "+r"(rest)
-               : [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes), [w] "m"(kFetchCForWrite)
+               : [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes),
+                 [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
 }
 
@@ -153,7 +157,8 @@ __attribute__((always_inline)) inline void stridedProduct(int64_t kc, const floa
                    MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t" "addq $256, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" "addq $64, %[b]\n\t")
                : [a] "+r"(ap), [b] "+r"(bp), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
-               : [step] "r"(stepBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes), [w] "m"(kFetchCForWrite)
+               : [step] "r"(stepBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes),
+                 [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
 }
 
@@ -172,8 +177,10 @@ __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* 
                    MHSA_ASM_STEP_ROWS(24, 384) MHSA_ASM_STEP_ROWS(28, 448)
                    "addq $32, %[a0]\n\t" "addq $32, %[a3]\n\t" "addq $512, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_ROWS(0, 0) "addq $4, %[a0]\n\t" "addq $4, %[a3]\n\t" "addq $64, %[b]\n\t")
-               : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
-               : [l] "r"(ldaBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes), [w] "m"(kFetchCForWrite)
+               : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [early] "+r"(early), [late] "+r"(late),
+                 [rest] "+r"(rest)
+               : [l] "r"(ldaBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes),
+                 [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
 }
 

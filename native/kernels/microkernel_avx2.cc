@@ -146,9 +146,11 @@ void microKernel6x16Avx2(int64_t kc, const float* ap, int64_t aStep, const float
                          int64_t ldc, float alpha, bool accumulate, int mr, int nr, const float* bias,
                          const float* prefetch) {
 #ifdef MHSA_AVX2_ASM_TILE
-  if (mr == 6 && aStep == 6 && bStride == kNR && kc >= avx2asm::kMinDepth)
+  // Whole tiles only: the assembly requests each C row's 16 floats for
+  // writing, past a ragged tile's last column (lines another thread may own).
+  if (mr == 6 && nr == kNR && aStep == 6 && bStride == kNR && kc >= avx2asm::kMinDepth)
     return packedTile6x16Asm(kc, ap, bp, c, ldc, alpha, accumulate, nr, bias, prefetch);
-  if (mr == 6 && bStride == kNR && prefetch == nullptr && kc >= avx2asm::kMinDepth)
+  if (mr == 6 && nr == kNR && bStride == kNR && prefetch == nullptr && kc >= avx2asm::kMinDepth)
     return stridedTile6x16Asm(kc, ap, aStep, bp, c, ldc, alpha, accumulate, nr, bias);
 #endif
   switch (mr) {

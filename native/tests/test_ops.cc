@@ -756,4 +756,34 @@ TEST(micro_kernels_exact_sums_and_operand_bounds) {
             CHECK_MSG(exact ? same : close, where);
           }
 }
+
+// The table's LayerNorm row (KernelTable::layerNormRow, through layerNormRow)
+// at every tail length of its vectors and beyond, with and without weight and
+// bias, each operand ending at an unreadable page: masked tails must not read
+// or write past n. Against float64 (layerNormReference), per row.
+TEST(layernorm_row_tails_and_operand_bounds) {
+  const KernelTable& kt = kernels();
+  std::mt19937_64 rng(testSeed() + 91);
+  std::vector<int64_t> dims;
+  for (int64_t n = 1; n <= 40; ++n) dims.push_back(n);
+  for (int64_t n : {63, 64, 65, 768, 1000}) dims.push_back(n);
+  for (const int64_t n : dims)
+    for (int affine = 0; affine < 4; ++affine) {
+      const bool withWeight = affine & 1, withBias = affine & 2;
+      const size_t count = static_cast<size_t>(n);
+      GuardedFloats x(count), y(count), w(count), b(count);
+      const auto xs = randomFloats(rng, n, -2.0f, 2.0f), ws = randomFloats(rng, n, 0.5f, 2.0f),
+                 bs = randomFloats(rng, n);
+      std::copy(xs.begin(), xs.end(), x.data());
+      std::copy(ws.begin(), ws.end(), w.data());
+      std::copy(bs.begin(), bs.end(), b.data());
+      std::fill(y.data(), y.data() + n, std::numeric_limits<float>::quiet_NaN());
+      layerNormRow(kt, x.data(), y.data(), n, withWeight ? w.data() : nullptr, withBias ? b.data() : nullptr, 1e-5f);
+      const auto ref = layerNormReference(xs, n, withWeight ? ws : std::vector<float>(count, 1.0f),
+                                          withBias ? bs : std::vector<float>(count, 0.0f), 1e-5);
+      const double err = relativeError(std::vector<float>(y.data(), y.data() + n), ref);
+      CHECK_MSG(err < 1e-5, std::string(kt.name) + " layerNorm row n " + std::to_string(n) + " affine " +
+                                std::to_string(affine) + " error " + std::to_string(err));
+    }
+}
 #endif
