@@ -125,11 +125,22 @@ struct CTileRows {
       : c0(c), c3(RowBases<6>(c, ldc).base[1]), ldcBytes(ldc * static_cast<int64_t>(sizeof(float))) {}
 };
 
+// A K loop of kc steps, `perPass` steps a pass: `early` passes, C's request,
+// `late` passes (the last kFetchCAhead steps' worth, or all of them when
+// fewer), then `rest` single steps. The assembly counts each down to 0.
+struct LoopCounts {
+  int64_t early, late, rest;
+  LoopCounts(int64_t kc, int64_t perPass)
+      : early(0), late(std::min(kc / perPass, kFetchCAhead / perPass)), rest(kc % perPass) {
+    early = kc / perPass - late;
+  }
+};
+
 // tile[i][j] = sum_k ap[k * 6 + i] * bp[k * 16 + j] (A and B packed), one line
 // at fetch requested into L2 per 8 k steps, fetch advancing a line each time.
 __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float* ap, const float* bp,
                                                          const float* fetch, CTileRows c, float* tile) {
-  int64_t late = std::min(kc / 8, kFetchCAhead / 8), early = kc / 8 - late, rest = kc % 8;
+  LoopCounts n(kc, 8);
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    "prefetcht1 (%[fetch])\n\t"
                    MHSA_ASM_STEP_PACKED(0, 0) MHSA_ASM_STEP_PACKED(24, 64) MHSA_ASM_STEP_PACKED(48, 128)
@@ -138,8 +149,8 @@ __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float
                    "addq $192, %[a]\n\t" "addq $512, %[b]\n\t" "addq $64, %[fetch]\n\t",
                    "prefetcht1 (%[fetch])\n\t" "3:\n\t"
                    MHSA_ASM_STEP_PACKED(0, 0) "addq $24, %[a]\n\t" "addq $64, %[b]\n\t")
-               : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [early] "+r"(early), [late] "+r"(late),
-                 [rest] "+r"(rest)
+               : [a] "+r"(ap), [b] "+r"(bp), [fetch] "+r"(fetch), [early] "+r"(n.early), [late] "+r"(n.late),
+                 [rest] "+r"(n.rest)
                : [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes),
                  [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
@@ -150,13 +161,13 @@ __attribute__((always_inline)) inline void packedProduct(int64_t kc, const float
 __attribute__((always_inline)) inline void stridedProduct(int64_t kc, const float* ap, int64_t aStep,
                                                           const float* bp, CTileRows c, float* tile) {
   const int64_t stepBytes = aStep * static_cast<int64_t>(sizeof(float));
-  int64_t late = std::min(kc / 4, kFetchCAhead / 4), early = kc / 4 - late, rest = kc % 4;
+  LoopCounts n(kc, 4);
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 64)
                    "addq %[step], %[a]\n\t" MHSA_ASM_STEP_PACKED(0, 128) "addq %[step], %[a]\n\t"
                    MHSA_ASM_STEP_PACKED(0, 192) "addq %[step], %[a]\n\t" "addq $256, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_PACKED(0, 0) "addq %[step], %[a]\n\t" "addq $64, %[b]\n\t")
-               : [a] "+r"(ap), [b] "+r"(bp), [early] "+r"(early), [late] "+r"(late), [rest] "+r"(rest)
+               : [a] "+r"(ap), [b] "+r"(bp), [early] "+r"(n.early), [late] "+r"(n.late), [rest] "+r"(n.rest)
                : [step] "r"(stepBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes),
                  [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);
@@ -170,15 +181,15 @@ __attribute__((always_inline)) inline void rowsProduct(int64_t kc, const float* 
   // stride scaled by 1 or 2 in the addressing.
   const float* a3 = RowBases<6>(a, lda).base[1];
   const int64_t ldaBytes = lda * static_cast<int64_t>(sizeof(float));
-  int64_t late = std::min(kc / 8, kFetchCAhead / 8), early = kc / 8 - late, rest = kc % 8;
+  LoopCounts n(kc, 8);
   asm volatile(MHSA_ASM_TILE_LOOPS(
                    MHSA_ASM_STEP_ROWS(0, 0) MHSA_ASM_STEP_ROWS(4, 64) MHSA_ASM_STEP_ROWS(8, 128)
                    MHSA_ASM_STEP_ROWS(12, 192) MHSA_ASM_STEP_ROWS(16, 256) MHSA_ASM_STEP_ROWS(20, 320)
                    MHSA_ASM_STEP_ROWS(24, 384) MHSA_ASM_STEP_ROWS(28, 448)
                    "addq $32, %[a0]\n\t" "addq $32, %[a3]\n\t" "addq $512, %[b]\n\t",
                    "3:\n\t" MHSA_ASM_STEP_ROWS(0, 0) "addq $4, %[a0]\n\t" "addq $4, %[a3]\n\t" "addq $64, %[b]\n\t")
-               : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [early] "+r"(early), [late] "+r"(late),
-                 [rest] "+r"(rest)
+               : [a0] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [early] "+r"(n.early), [late] "+r"(n.late),
+                 [rest] "+r"(n.rest)
                : [l] "r"(ldaBytes), [tile] "r"(tile), [c0] "r"(c.c0), [c3] "r"(c.c3), [lc] "r"(c.ldcBytes),
                  [w] "m"(kFetchCForWrite)
                : MHSA_ASM_CLOBBERS);

@@ -69,18 +69,18 @@ bool layerNormRowAvx2(const float* x, float* y, int64_t n, const float* weight, 
   if (!(std::isfinite(m0) && std::isfinite(var) && std::isfinite(inv))) return false;
 
   const __m256 vc = _mm256_set1_ps(c), vInv = _mm256_set1_ps(inv);
-  auto row = [&](int64_t at, __m256i lanes, bool whole8) {
-    auto load = [&](const float* p) { return whole8 ? _mm256_loadu_ps(p + at) : _mm256_maskload_ps(p + at, lanes); };
+  auto row = [&](int64_t at, bool whole8) {
+    auto load = [&](const float* p) { return whole8 ? _mm256_loadu_ps(p + at) : _mm256_maskload_ps(p + at, tail); };
     __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(load(x), vm0), vc), vInv);
     if (weight) v = _mm256_mul_ps(v, load(weight));
     if (bias) v = _mm256_add_ps(v, load(bias));
     if (whole8)
       _mm256_storeu_ps(y + at, v);
     else
-      _mm256_maskstore_ps(y + at, lanes, v);
+      _mm256_maskstore_ps(y + at, tail, v);
   };
-  for (i = 0; i < whole; i += 8) row(i, tail, true);
-  if (i < n) row(i, tail, false);
+  for (i = 0; i < whole; i += 8) row(i, true);
+  if (i < n) row(i, false);
   return true;
 }
 
