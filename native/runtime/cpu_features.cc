@@ -18,6 +18,10 @@ Isa detectCpuIsa() {
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("fma"))
     return Isa::Avx512;
+#if defined(MHSA_EMULATED_AVX512)
+  // A native-test build whose AVX-512 kernels run on AVX2 (CMake's MHSA_EMULATE_AVX512).
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx512;
+#endif
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
 #endif
   return Isa::Generic;

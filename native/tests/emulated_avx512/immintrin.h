@@ -1,0 +1,176 @@
+// Test builds only (CMake option MHSA_EMULATE_AVX512): the AVX-512 kernels
+// compiled for a CPU without AVX-512, their intrinsics emulated by SIMDe
+// (Debian's libsimde-dev) on AVX2, so the native tests can run the AVX-512
+// kernel table where no AVX-512 hardware is at hand. Correctness only: the
+// emulation says nothing about speed. This directory comes first on those
+// files' include path, so their `#include <immintrin.h>` lands here.
+#pragma once
+
+#include_next <immintrin.h>
+
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+// Intrinsics the kernels use that SIMDe 0.7.4 lacks. The masked loads and
+// stores touch only the lanes the mask selects, as the hardware does (the
+// kernels rely on it at the end of a row that ends at a page boundary).
+namespace mhsa_emulated_avx512 {
+
+inline simde__m512 fromFloats(const float (&lanes)[16]) {
+  simde__m512 r;
+  std::memcpy(&r, lanes, sizeof r);
+  return r;
+}
+
+inline void toFloats(simde__m512 x, float (&lanes)[16]) { std::memcpy(lanes, &x, sizeof lanes); }
+
+inline simde__m512 maskLoad(simde__m512 src, simde__mmask16 k, const void* p) {
+  float lanes[16];
+  toFloats(src, lanes);
+  const float* from = static_cast<const float*>(p);
+  for (int i = 0; i < 16; ++i)
+    if ((k >> i) & 1) lanes[i] = from[i];
+  return fromFloats(lanes);
+}
+
+inline void maskStore(void* p, simde__mmask16 k, simde__m512 x) {
+  float lanes[16];
+  toFloats(x, lanes);
+  float* to = static_cast<float*>(p);
+  for (int i = 0; i < 16; ++i)
+    if ((k >> i) & 1) to[i] = lanes[i];
+}
+
+inline simde__m256 maskLoad8(simde__mmask8 k, const void* p) {
+  float lanes[8] = {};
+  const float* from = static_cast<const float*>(p);
+  for (int i = 0; i < 8; ++i)
+    if ((k >> i) & 1) lanes[i] = from[i];
+  simde__m256 r;
+  std::memcpy(&r, lanes, sizeof r);
+  return r;
+}
+
+inline void maskStore8(void* p, simde__mmask8 k, simde__m256 x) {
+  float lanes[8];
+  std::memcpy(lanes, &x, sizeof lanes);
+  float* to = static_cast<float*>(p);
+  for (int i = 0; i < 8; ++i)
+    if ((k >> i) & 1) to[i] = lanes[i];
+}
+
+// vreduceps with imm 0 (round to nearest, no fraction bits kept): x - round(x),
+// exact, and 0 for +-inf (exp2_avx512.h relies on that); NaN stays NaN.
+inline float reduceArgument(float x) {
+  if (std::isinf(x)) return 0.0f;
+  return x - std::nearbyint(x);
+}
+
+inline simde__m512 reduceArgument(simde__m512 x) {
+  float lanes[16];
+  toFloats(x, lanes);
+  for (float& v : lanes) v = reduceArgument(v);
+  return fromFloats(lanes);
+}
+
+inline simde__m256 reduceArgument(simde__m256 x) {
+  float lanes[8];
+  std::memcpy(lanes, &x, sizeof lanes);
+  for (float& v : lanes) v = reduceArgument(v);
+  std::memcpy(&x, lanes, sizeof lanes);
+  return x;
+}
+
+// vscalefps: a * 2^floor(b), rounded once. SIMDe multiplies by 2^floor(b)
+// as a float, which overflows to inf from b = 128 although a * 2^128 is
+// finite for a < 1, the case exp2's polynomial lands in near the top of the range.
+inline float scaleLane(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return a + b;
+  if (std::isinf(b)) {
+    if (b > 0) return a == 0.0f ? std::numeric_limits<float>::quiet_NaN() : std::copysign(INFINITY, a);
+    return std::isinf(a) ? std::numeric_limits<float>::quiet_NaN() : std::copysign(0.0f, a);
+  }
+  const float n = std::floor(b);
+  return std::ldexp(a, static_cast<int>(std::max(-400.0f, std::min(400.0f, n))));
+}
+
+inline simde__m512 maskzScale(simde__mmask16 k, simde__m512 a, simde__m512 b) {
+  float x[16], y[16];
+  toFloats(a, x);
+  toFloats(b, y);
+  for (int i = 0; i < 16; ++i) x[i] = ((k >> i) & 1) ? scaleLane(x[i], y[i]) : 0.0f;
+  return fromFloats(x);
+}
+
+inline simde__m256 maskzScale(simde__mmask8 k, simde__m256 a, simde__m256 b) {
+  float x[8], y[8];
+  std::memcpy(x, &a, sizeof x);
+  std::memcpy(y, &b, sizeof y);
+  for (int i = 0; i < 8; ++i) x[i] = ((k >> i) & 1) ? scaleLane(x[i], y[i]) : 0.0f;
+  std::memcpy(&a, x, sizeof x);
+  return a;
+}
+
+// GCC's own reduction order (halves, then quarters, then pairs) with the AVX
+// operation at each step, so sums round and NaN lanes of a max are dropped or
+// kept exactly as the hardware build's reductions do.
+template <class Op256, class Op128>
+inline float reduce(simde__m512 x, Op256 op256, Op128 op128) {
+  __m256 halves[2];
+  std::memcpy(halves, &x, sizeof halves);
+  const __m256 h = op256(halves[1], halves[0]);
+  const __m128 q = op128(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+  const __m128 p = op128(q, _mm_shuffle_ps(q, q, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m128 s = op128(p, _mm_shuffle_ps(p, p, _MM_SHUFFLE(0, 1, 0, 1)));
+  return _mm_cvtss_f32(s);
+}
+
+inline float reduceMax(simde__m512 x) {
+  return reduce(x, [](__m256 a, __m256 b) { return _mm256_max_ps(a, b); },
+                [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
+}
+
+inline float reduceAdd(simde__m512 x) {
+  return reduce(x, [](__m256 a, __m256 b) { return _mm256_add_ps(a, b); },
+                [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
+}
+
+}  // namespace mhsa_emulated_avx512
+
+#undef _mm512_mask_loadu_ps
+#define _mm512_mask_loadu_ps(src, k, p) mhsa_emulated_avx512::maskLoad((src), (k), (p))
+#undef _mm512_maskz_loadu_ps
+#define _mm512_maskz_loadu_ps(k, p) mhsa_emulated_avx512::maskLoad(simde_mm512_setzero_ps(), (k), (p))
+#undef _mm512_mask_storeu_ps
+#define _mm512_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore((p), (k), (x))
+#undef _mm256_maskz_loadu_ps
+#define _mm256_maskz_loadu_ps(k, p) mhsa_emulated_avx512::maskLoad8((k), (p))
+#undef _mm256_mask_storeu_ps
+#define _mm256_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore8((p), (k), (x))
+// A non-temporal store is an ordinary store here (the same values; only the caching differs).
+#undef _mm512_stream_ps
+#define _mm512_stream_ps(p, x) simde_mm512_storeu_ps((p), (x))
+#undef _mm512_maskz_scalef_ps
+#define _mm512_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale(static_cast<simde__mmask16>(k), (a), (b))
+#undef _mm256_maskz_scalef_ps
+#define _mm256_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale(static_cast<simde__mmask8>(k), (a), (b))
+// Only the form the kernels use: round to nearest, no fraction bits kept.
+#undef _mm512_reduce_ps
+#define _mm512_reduce_ps(x, imm) (static_cast<void>(imm), mhsa_emulated_avx512::reduceArgument(x))
+#undef _mm256_reduce_ps
+#define _mm256_reduce_ps(x, imm) (static_cast<void>(imm), mhsa_emulated_avx512::reduceArgument(x))
+#undef _mm512_reduce_max_ps
+#define _mm512_reduce_max_ps(x) mhsa_emulated_avx512::reduceMax(x)
+#undef _mm512_reduce_add_ps
+#define _mm512_reduce_add_ps(x) mhsa_emulated_avx512::reduceAdd(x)
+#undef _mm512_mask_cmp_ps_mask
+#define _mm512_mask_cmp_ps_mask(k, a, b, predicate) \
+  static_cast<simde__mmask16>((k) & simde_mm512_cmp_ps_mask((a), (b), (predicate)))
+#undef _mm256_mask_cmp_ps_mask
+#define _mm256_mask_cmp_ps_mask(k, a, b, predicate) \
+  static_cast<simde__mmask8>((k) & simde_mm256_cmp_ps_mask((a), (b), (predicate)))
