@@ -22,15 +22,9 @@ ctest --test-dir "$build_dir" --output-on-failure
 # AVX-512 kernels still ship (runtime dispatch picks them on such CPUs), so
 # they are tested here on AVX2 with their intrinsics emulated by SIMDe
 # (CMake's MHSA_EMULATE_AVX512; correctness only, never speed). SIMDe's
-# headers come from Debian's packages, installed here if missing.
+# headers come from Debian's packages (scripts/install-simde.sh).
 if ! grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
-  if [ ! -f /usr/include/simde/x86/avx512.h ]; then
-    echo "native-tests.sh: installing libsimde-dev from Debian's packages (AVX-512 emulated on AVX2)"
-    sudo_cmd=()
-    if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends libsimde-dev >/dev/null
-  fi
+  bash scripts/install-simde.sh
   emulated_dir="${build_dir}-emulated-avx512"
   cmake -S . -B "$emulated_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMHSA_BUILD_ADDON=OFF -DMHSA_BUILD_TESTS=ON -DMHSA_EMULATE_AVX512=ON -DMHSA_SANITIZE="$sanitize" >/dev/null
