@@ -24,7 +24,7 @@ if ! command -v "clang++-$clang_version" >/dev/null 2>&1 ||
   sudo_cmd=()
   if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "clang-$clang_version" "libclang-rt-$clang_version-dev" >/dev/null
 fi
 

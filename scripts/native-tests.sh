@@ -23,7 +23,12 @@ ctest --test-dir "$build_dir" --output-on-failure
 # they are tested here on AVX2 with their intrinsics emulated by SIMDe
 # (CMake's MHSA_EMULATE_AVX512; correctness only, never speed). SIMDe's
 # headers come from Debian's packages (scripts/install-simde.sh).
-if ! grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+# Whether this CPU runs mhsa's AVX-512 table natively (the flags detectCpuIsa
+# checks), and whether it can run the emulated one (AVX2 and FMA).
+cpu_has() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw "$1"; }
+runs_avx512() { cpu_has avx512f && cpu_has avx512vl && cpu_has avx512bw && cpu_has avx512dq && cpu_has fma; }
+runs_avx2() { cpu_has avx2 && cpu_has fma; }
+if ! runs_avx512 && runs_avx2; then
   bash scripts/install-simde.sh
   emulated_dir="${build_dir}-emulated-avx512"
   cmake -S . -B "$emulated_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -6,8 +6,13 @@
 #   npm run test:emulated-avx512
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if grep -qw avx512f /proc/cpuinfo 2>/dev/null || ! grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
-  echo "test-emulated-avx512.sh: this CPU runs AVX-512 natively (npm test covers it) or has no AVX2; nothing to do"
+# Whether this CPU runs mhsa's AVX-512 table natively (the flags detectCpuIsa
+# checks), and whether it can run the emulated one (AVX2 and FMA).
+cpu_has() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw "$1"; }
+runs_avx512() { cpu_has avx512f && cpu_has avx512vl && cpu_has avx512bw && cpu_has avx512dq && cpu_has fma; }
+runs_avx2() { cpu_has avx2 && cpu_has fma; }
+if runs_avx512 || ! runs_avx2; then
+  echo "test-emulated-avx512.sh: this CPU runs the AVX-512 table natively (npm test covers it), or lacks AVX2 and FMA; nothing to do"
   exit 0
 fi
 bash scripts/install-simde.sh

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../kernels/kernel_table.h"
+#include "../runtime/cpu_features.h"
 #include "../runtime/thread_pool.h"
 
 namespace mhsa_test {
@@ -33,11 +34,21 @@ int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : "";
   // MHSA_ISA never raises the table above what the CPU runs: asked for a table
   // this CPU lacks, the run would test a lower one under the higher one's
-  // name. Report it to ctest as skipped instead (SKIP_RETURN_CODE).
-  const char* wanted = std::getenv("MHSA_ISA");
-  if (wanted != nullptr && *wanted != '\0') {
-    const char* asked = std::strcmp(wanted, "generic") == 0 ? "scalar" : wanted;
-    if (std::strcmp(asked, mhsa::kernels().name) != 0) {
+  // name. Report it to ctest as skipped instead (SKIP_RETURN_CODE), and an
+  // unknown value as an error (the runtime would quietly take the best table).
+  if (const char* wanted = std::getenv("MHSA_ISA"); wanted != nullptr && *wanted != '\0') {
+    mhsa::Isa asked;
+    if (std::strcmp(wanted, "scalar") == 0 || std::strcmp(wanted, "generic") == 0) {
+      asked = mhsa::Isa::Generic;
+    } else if (std::strcmp(wanted, "avx2") == 0) {
+      asked = mhsa::Isa::Avx2;
+    } else if (std::strcmp(wanted, "avx512") == 0) {
+      asked = mhsa::Isa::Avx512;
+    } else {
+      std::fprintf(stderr, "mhsa native tests: MHSA_ISA=%s is not one of avx512, avx2, scalar\n", wanted);
+      return EXIT_FAILURE;
+    }
+    if (asked != mhsa::selectedIsa()) {
       std::printf("mhsa native tests: skipped: MHSA_ISA=%s, but this CPU runs at most the %s table\n", wanted,
                   mhsa::kernels().name);
       return kSkippedExitCode;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -64,21 +65,29 @@ inline void maskStore8(void* p, simde__mmask8 k, simde__m256 x) {
     if ((k >> i) & 1) to[i] = lanes[i];
 }
 
-// vreduceps with imm 0 (round to nearest, no fraction bits kept): x - round(x),
-// exact, and 0 for +-inf (exp2_avx512.h relies on that); NaN stays NaN.
+// vreduceps in the one form the kernels use, imm = round to nearest, no
+// fraction bits kept: x - round(x), exact, and 0 for +-inf (exp2_avx512.h
+// relies on that); NaN stays NaN. Rounds half to even whatever the rounding
+// mode, as the immediate does.
+constexpr int kReduceNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
 inline float reduceArgument(float x) {
   if (std::isinf(x)) return 0.0f;
-  return x - std::nearbyint(x);
+  return x - _mm_cvtss_f32(_mm_round_ss(_mm_setzero_ps(), _mm_set_ss(x), kReduceNearest));
 }
 
+template <int Imm>
 inline simde__m512 reduceArgument(simde__m512 x) {
+  static_assert(Imm == kReduceNearest, "the shim emulates vreduceps with imm = nearest, no fraction bits only");
   float lanes[16];
   toFloats(x, lanes);
   for (float& v : lanes) v = reduceArgument(v);
   return fromFloats(lanes);
 }
 
+template <int Imm>
 inline simde__m256 reduceArgument(simde__m256 x) {
+  static_assert(Imm == kReduceNearest, "the shim emulates vreduceps with imm = nearest, no fraction bits only");
   float lanes[8];
   std::memcpy(lanes, &x, sizeof lanes);
   for (float& v : lanes) v = reduceArgument(v);
@@ -116,9 +125,18 @@ inline simde__m256 maskzScale(simde__mmask8 k, simde__m256 a, simde__m256 b) {
   return a;
 }
 
+// vmovntps faults on an address that is not 64-byte aligned; so does this,
+// so an alignment bug in a streaming store fails here as on hardware.
+inline void streamStore(float* p, simde__m512 x) {
+  if ((reinterpret_cast<uintptr_t>(p) & 63) != 0) __builtin_trap();
+  simde_mm512_storeu_ps(p, x);
+}
+
 // GCC's own reduction order (halves, then quarters, then pairs) with the AVX
 // operation at each step, so sums round and NaN lanes of a max are dropped or
-// kept exactly as the hardware build's reductions do.
+// kept exactly as GCC's hardware build does. (Clang's own _mm512_reduce_*
+// are builtins that may reorder and assume no NaN: under clang this matches
+// GCC's build, not clang's.)
 template <class Op256, class Op128>
 inline float reduce(simde__m512 x, Op256 op256, Op128 op128) {
   __m256 halves[2];
@@ -152,18 +170,16 @@ inline float reduceAdd(simde__m512 x) {
 #define _mm256_maskz_loadu_ps(k, p) mhsa_emulated_avx512::maskLoad8((k), (p))
 #undef _mm256_mask_storeu_ps
 #define _mm256_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore8((p), (k), (x))
-// A non-temporal store is an ordinary store here (the same values; only the caching differs).
 #undef _mm512_stream_ps
-#define _mm512_stream_ps(p, x) simde_mm512_storeu_ps((p), (x))
+#define _mm512_stream_ps(p, x) mhsa_emulated_avx512::streamStore((p), (x))
 #undef _mm512_maskz_scalef_ps
 #define _mm512_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale(static_cast<simde__mmask16>(k), (a), (b))
 #undef _mm256_maskz_scalef_ps
 #define _mm256_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale(static_cast<simde__mmask8>(k), (a), (b))
-// Only the form the kernels use: round to nearest, no fraction bits kept.
 #undef _mm512_reduce_ps
-#define _mm512_reduce_ps(x, imm) (static_cast<void>(imm), mhsa_emulated_avx512::reduceArgument(x))
+#define _mm512_reduce_ps(x, imm) mhsa_emulated_avx512::reduceArgument<(imm)>(x)
 #undef _mm256_reduce_ps
-#define _mm256_reduce_ps(x, imm) (static_cast<void>(imm), mhsa_emulated_avx512::reduceArgument(x))
+#define _mm256_reduce_ps(x, imm) mhsa_emulated_avx512::reduceArgument<(imm)>(x)
 #undef _mm512_reduce_max_ps
 #define _mm512_reduce_max_ps(x) mhsa_emulated_avx512::reduceMax(x)
 #undef _mm512_reduce_add_ps
