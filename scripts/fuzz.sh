@@ -21,11 +21,7 @@ if ! command -v "clang++-$clang_version" >/dev/null 2>&1 ||
    [ ! -d "/usr/lib/llvm-$clang_version/lib/clang" ] ||
    ! ls /usr/lib/llvm-$clang_version/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   echo "fuzz.sh: installing clang-$clang_version and libclang-rt-$clang_version-dev from Debian's packages"
-  sudo_cmd=()
-  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "clang-$clang_version" "libclang-rt-$clang_version-dev" >/dev/null
+  bash scripts/apt-install.sh "clang-$clang_version" "libclang-rt-$clang_version-dev"
 fi
 
 build_dir=build-fuzz

@@ -19,17 +19,12 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 ctest --test-dir "$build_dir" --output-on-failure
 
 # On a CPU without AVX-512, ctest above reports native_avx512 as skipped. The
-# AVX-512 kernels still ship (runtime dispatch picks them on such CPUs), so
+# AVX-512 kernels still ship (runtime dispatch picks them on AVX-512 CPUs), so
 # they are tested here on AVX2 with their intrinsics emulated by SIMDe
-# (CMake's MHSA_EMULATE_AVX512; correctness only, never speed). SIMDe's
-# headers come from Debian's packages (scripts/install-simde.sh).
-# Whether this CPU runs mhsa's AVX-512 table natively (the flags detectCpuIsa
-# checks), and whether it can run the emulated one (AVX2 and FMA).
-cpu_has() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw "$1"; }
-runs_avx512() { cpu_has avx512f && cpu_has avx512vl && cpu_has avx512bw && cpu_has avx512dq && cpu_has fma; }
-runs_avx2() { cpu_has avx2 && cpu_has fma; }
-if ! runs_avx512 && runs_avx2; then
-  bash scripts/install-simde.sh
+# (CMake's MHSA_EMULATE_AVX512; correctness only, never speed).
+source scripts/emulated-avx512.sh
+if emulated_avx512_needed; then
+  ensure_simde
   emulated_dir="${build_dir}-emulated-avx512"
   cmake -S . -B "$emulated_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMHSA_BUILD_ADDON=OFF -DMHSA_BUILD_TESTS=ON -DMHSA_EMULATE_AVX512=ON -DMHSA_SANITIZE="$sanitize" >/dev/null

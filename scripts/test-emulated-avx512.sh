@@ -6,16 +6,12 @@
 #   npm run test:emulated-avx512
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Whether this CPU runs mhsa's AVX-512 table natively (the flags detectCpuIsa
-# checks), and whether it can run the emulated one (AVX2 and FMA).
-cpu_has() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw "$1"; }
-runs_avx512() { cpu_has avx512f && cpu_has avx512vl && cpu_has avx512bw && cpu_has avx512dq && cpu_has fma; }
-runs_avx2() { cpu_has avx2 && cpu_has fma; }
-if runs_avx512 || ! runs_avx2; then
+source scripts/emulated-avx512.sh
+if ! emulated_avx512_needed; then
   echo "test-emulated-avx512.sh: this CPU runs the AVX-512 table natively (npm test covers it), or lacks AVX2 and FMA; nothing to do"
   exit 0
 fi
-bash scripts/install-simde.sh
+ensure_simde
 out=build-emulated-avx512
 npx cmake-js compile --out "$out" --CDMHSA_EMULATE_AVX512=ON >/dev/null
 export MHSA_ADDON="$out/Release/mhsa.node"

@@ -130,9 +130,11 @@ struct CTileRows {
 // fewer), then `rest` single steps. The assembly counts each down to 0.
 struct LoopCounts {
   int64_t early, late, rest;
-  LoopCounts(int64_t kc, int64_t perPass)
-      : early(0), late(std::min(kc / perPass, kFetchCAhead / perPass)), rest(kc % perPass) {
-    early = kc / perPass - late;
+  LoopCounts(int64_t kc, int64_t perPass) {
+    const int64_t passes = kc / perPass;
+    late = std::min(passes, kFetchCAhead / perPass);
+    early = passes - late;
+    rest = kc % perPass;
   }
 };
 

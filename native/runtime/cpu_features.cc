@@ -19,23 +19,36 @@ Isa detectCpuIsa() {
       __builtin_cpu_supports("fma"))
     return Isa::Avx512;
 #if defined(MHSA_EMULATED_AVX512)
-  // A native-test build whose AVX-512 kernels run on AVX2 (CMake's MHSA_EMULATE_AVX512).
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx512;
+  // A test build whose AVX-512 kernels run on AVX2 (CMake's MHSA_EMULATE_AVX512).
+  constexpr Isa kAvx2Runs = Isa::Avx512;
+#else
+  constexpr Isa kAvx2Runs = Isa::Avx2;
 #endif
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kAvx2Runs;
 #endif
   return Isa::Generic;
 }
 
 Isa requestedIsa() {
+  Isa isa = Isa::Avx512;
   const char* env = std::getenv("MHSA_ISA");
-  if (env == nullptr || *env == '\0') return Isa::Avx512;
-  if (std::strcmp(env, "avx2") == 0) return Isa::Avx2;
-  if (std::strcmp(env, "scalar") == 0 || std::strcmp(env, "generic") == 0) return Isa::Generic;
-  return Isa::Avx512;
+  return env != nullptr && isaFromName(env, &isa) ? isa : Isa::Avx512;
 }
 
 }  // namespace
+
+bool isaFromName(const char* name, Isa* isa) {
+  if (std::strcmp(name, "avx512") == 0) {
+    *isa = Isa::Avx512;
+  } else if (std::strcmp(name, "avx2") == 0) {
+    *isa = Isa::Avx2;
+  } else if (std::strcmp(name, "scalar") == 0 || std::strcmp(name, "generic") == 0) {
+    *isa = Isa::Generic;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 Isa selectedIsa() {
   static const Isa isa = [] {

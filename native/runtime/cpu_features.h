@@ -12,6 +12,10 @@ Isa selectedIsa();
 
 const char* isaName(Isa isa);
 
+// The ISA an MHSA_ISA value names (avx512, avx2, scalar or generic); false
+// for any other text, which selectedIsa() reads as no limit.
+bool isaFromName(const char* name, Isa* isa);
+
 // Whether the CPU runs PREFETCHW (CPUID 0x80000001 ECX bit 8; AMD since the
 // K6-2, Intel since Broadwell). Kernels that request lines for writing fall
 // back to a read prefetch without it. Detected once.

@@ -38,13 +38,7 @@ int main(int argc, char** argv) {
   // unknown value as an error (the runtime would quietly take the best table).
   if (const char* wanted = std::getenv("MHSA_ISA"); wanted != nullptr && *wanted != '\0') {
     mhsa::Isa asked;
-    if (std::strcmp(wanted, "scalar") == 0 || std::strcmp(wanted, "generic") == 0) {
-      asked = mhsa::Isa::Generic;
-    } else if (std::strcmp(wanted, "avx2") == 0) {
-      asked = mhsa::Isa::Avx2;
-    } else if (std::strcmp(wanted, "avx512") == 0) {
-      asked = mhsa::Isa::Avx512;
-    } else {
+    if (!mhsa::isaFromName(wanted, &asked)) {
       std::fprintf(stderr, "mhsa native tests: MHSA_ISA=%s is not one of avx512, avx2, scalar\n", wanted);
       return EXIT_FAILURE;
     }
@@ -54,13 +48,13 @@ int main(int argc, char** argv) {
       return kSkippedExitCode;
     }
   }
-  std::printf("mhsa native tests: isa %s%s, %d threads\n", mhsa::kernels().name,
 #if defined(MHSA_EMULATED_AVX512)
-              std::strcmp(mhsa::kernels().name, "avx512") == 0 ? " (emulated on AVX2 by SIMDe)" : "",
+  const bool emulated = mhsa::selectedIsa() == mhsa::Isa::Avx512;
 #else
-              "",
+  const bool emulated = false;
 #endif
-              mhsa::numThreads());
+  std::printf("mhsa native tests: isa %s%s, %d threads\n", mhsa::kernels().name,
+              emulated ? " (emulated on AVX2 by SIMDe)" : "", mhsa::numThreads());
   int run = 0;
   for (const TestCase& t : registry()) {
     if (std::strstr(t.name, filter) == nullptr) continue;

@@ -22,47 +22,35 @@
 // kernels rely on it at the end of a row that ends at a page boundary).
 namespace mhsa_emulated_avx512 {
 
-inline simde__m512 fromFloats(const float (&lanes)[16]) {
-  simde__m512 r;
-  std::memcpy(&r, lanes, sizeof r);
-  return r;
-}
+// A vector's lanes as floats, for the lane-by-lane emulations below
+// (simde__m512 or simde__m256; the masks are 16 or 8 bits).
+template <class V>
+struct Lanes {
+  static constexpr int kCount = static_cast<int>(sizeof(V) / sizeof(float));
+  float at[kCount];
+  explicit Lanes(V x) { std::memcpy(at, &x, sizeof at); }
+  V vector() const {
+    V r;
+    std::memcpy(&r, at, sizeof r);
+    return r;
+  }
+};
 
-inline void toFloats(simde__m512 x, float (&lanes)[16]) { std::memcpy(lanes, &x, sizeof lanes); }
-
-inline simde__m512 maskLoad(simde__m512 src, simde__mmask16 k, const void* p) {
-  float lanes[16];
-  toFloats(src, lanes);
+template <class V>
+V maskLoad(V src, unsigned k, const void* p) {
+  Lanes<V> lanes(src);
   const float* from = static_cast<const float*>(p);
-  for (int i = 0; i < 16; ++i)
-    if ((k >> i) & 1) lanes[i] = from[i];
-  return fromFloats(lanes);
+  for (int i = 0; i < Lanes<V>::kCount; ++i)
+    if ((k >> i) & 1) lanes.at[i] = from[i];
+  return lanes.vector();
 }
 
-inline void maskStore(void* p, simde__mmask16 k, simde__m512 x) {
-  float lanes[16];
-  toFloats(x, lanes);
+template <class V>
+void maskStore(void* p, unsigned k, V x) {
+  const Lanes<V> lanes(x);
   float* to = static_cast<float*>(p);
-  for (int i = 0; i < 16; ++i)
-    if ((k >> i) & 1) to[i] = lanes[i];
-}
-
-inline simde__m256 maskLoad8(simde__mmask8 k, const void* p) {
-  float lanes[8] = {};
-  const float* from = static_cast<const float*>(p);
-  for (int i = 0; i < 8; ++i)
-    if ((k >> i) & 1) lanes[i] = from[i];
-  simde__m256 r;
-  std::memcpy(&r, lanes, sizeof r);
-  return r;
-}
-
-inline void maskStore8(void* p, simde__mmask8 k, simde__m256 x) {
-  float lanes[8];
-  std::memcpy(lanes, &x, sizeof lanes);
-  float* to = static_cast<float*>(p);
-  for (int i = 0; i < 8; ++i)
-    if ((k >> i) & 1) to[i] = lanes[i];
+  for (int i = 0; i < Lanes<V>::kCount; ++i)
+    if ((k >> i) & 1) to[i] = lanes.at[i];
 }
 
 // vreduceps in the one form the kernels use, imm = round to nearest, no
@@ -71,28 +59,17 @@ inline void maskStore8(void* p, simde__mmask8 k, simde__m256 x) {
 // mode, as the immediate does.
 constexpr int kReduceNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-inline float reduceArgument(float x) {
+inline float reduceLane(float x) {
   if (std::isinf(x)) return 0.0f;
   return x - _mm_cvtss_f32(_mm_round_ss(_mm_setzero_ps(), _mm_set_ss(x), kReduceNearest));
 }
 
-template <int Imm>
-inline simde__m512 reduceArgument(simde__m512 x) {
+template <int Imm, class V>
+V reduceArgument(V x) {
   static_assert(Imm == kReduceNearest, "the shim emulates vreduceps with imm = nearest, no fraction bits only");
-  float lanes[16];
-  toFloats(x, lanes);
-  for (float& v : lanes) v = reduceArgument(v);
-  return fromFloats(lanes);
-}
-
-template <int Imm>
-inline simde__m256 reduceArgument(simde__m256 x) {
-  static_assert(Imm == kReduceNearest, "the shim emulates vreduceps with imm = nearest, no fraction bits only");
-  float lanes[8];
-  std::memcpy(lanes, &x, sizeof lanes);
-  for (float& v : lanes) v = reduceArgument(v);
-  std::memcpy(&x, lanes, sizeof lanes);
-  return x;
+  Lanes<V> lanes(x);
+  for (float& v : lanes.at) v = reduceLane(v);
+  return lanes.vector();
 }
 
 // vscalefps: a * 2^floor(b), rounded once. SIMDe multiplies by 2^floor(b)
@@ -108,21 +85,12 @@ inline float scaleLane(float a, float b) {
   return std::ldexp(a, static_cast<int>(std::max(-400.0f, std::min(400.0f, n))));
 }
 
-inline simde__m512 maskzScale(simde__mmask16 k, simde__m512 a, simde__m512 b) {
-  float x[16], y[16];
-  toFloats(a, x);
-  toFloats(b, y);
-  for (int i = 0; i < 16; ++i) x[i] = ((k >> i) & 1) ? scaleLane(x[i], y[i]) : 0.0f;
-  return fromFloats(x);
-}
-
-inline simde__m256 maskzScale(simde__mmask8 k, simde__m256 a, simde__m256 b) {
-  float x[8], y[8];
-  std::memcpy(x, &a, sizeof x);
-  std::memcpy(y, &b, sizeof y);
-  for (int i = 0; i < 8; ++i) x[i] = ((k >> i) & 1) ? scaleLane(x[i], y[i]) : 0.0f;
-  std::memcpy(&a, x, sizeof x);
-  return a;
+template <class V>
+V maskzScale(unsigned k, V a, V b) {
+  Lanes<V> x(a);
+  const Lanes<V> y(b);
+  for (int i = 0; i < Lanes<V>::kCount; ++i) x.at[i] = ((k >> i) & 1) ? scaleLane(x.at[i], y.at[i]) : 0.0f;
+  return x.vector();
 }
 
 // vmovntps faults on an address that is not 64-byte aligned; so does this,
@@ -167,15 +135,15 @@ inline float reduceAdd(simde__m512 x) {
 #undef _mm512_mask_storeu_ps
 #define _mm512_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore((p), (k), (x))
 #undef _mm256_maskz_loadu_ps
-#define _mm256_maskz_loadu_ps(k, p) mhsa_emulated_avx512::maskLoad8((k), (p))
+#define _mm256_maskz_loadu_ps(k, p) mhsa_emulated_avx512::maskLoad(simde_mm256_setzero_ps(), (k), (p))
 #undef _mm256_mask_storeu_ps
-#define _mm256_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore8((p), (k), (x))
+#define _mm256_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore((p), (k), (x))
 #undef _mm512_stream_ps
 #define _mm512_stream_ps(p, x) mhsa_emulated_avx512::streamStore((p), (x))
 #undef _mm512_maskz_scalef_ps
-#define _mm512_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale(static_cast<simde__mmask16>(k), (a), (b))
+#define _mm512_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale((k), (a), (b))
 #undef _mm256_maskz_scalef_ps
-#define _mm256_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale(static_cast<simde__mmask8>(k), (a), (b))
+#define _mm256_maskz_scalef_ps(k, a, b) mhsa_emulated_avx512::maskzScale((k), (a), (b))
 #undef _mm512_reduce_ps
 #define _mm512_reduce_ps(x, imm) mhsa_emulated_avx512::reduceArgument<(imm)>(x)
 #undef _mm256_reduce_ps
