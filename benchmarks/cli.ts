@@ -49,6 +49,32 @@ export function busyMachineWarning(peaks: readonly Peak[], cores: number): strin
   return `warning: the machine looks busy (${reasons.join('; ')}): timings and % of peak will be unreliable; rerun on an idle machine`;
 }
 
+/**
+ * A warning when the FMA peak measured at the end of a full run differs from
+ * the start-up one by more than a fifth at some thread count: the machine ran
+ * at different speeds during the run (on a shared VM, a neighbour came or
+ * went), so rows timed minutes apart are not comparable, and a row's ratio is
+ * fair only when its implementations were timed side by side (--interleave).
+ * Seen here: 102.3 GFLOP/s at the start of a 2-thread run and 197.5 at its
+ * end. Read bandwidth is left out: it moved by a third between two
+ * calibrations of an otherwise steady run.
+ */
+export function speedChangeWarning(start: readonly Peak[], end: readonly Peak[]): string | null {
+  const reasons: string[] = [];
+  for (const s of start) {
+    const e = end.find((p) => p.threads === s.threads);
+    if (!e || !(s.gflops > 0) || !(e.gflops > 0)) continue;
+    if (Math.max(s.gflops, e.gflops) > 1.2 * Math.min(s.gflops, e.gflops)) {
+      reasons.push(`${s.threads} thr ${s.gflops.toFixed(1)} GFLOP/s at the start, ${e.gflops.toFixed(1)} at the end`);
+    }
+  }
+  if (reasons.length === 0) return null;
+  return (
+    `warning: the machine's speed changed during the run (${reasons.join('; ')}): rows timed minutes apart ` +
+    'are not comparable, and a ratio is fair only with --interleave; rerun to confirm'
+  );
+}
+
 /** Writes a one-line, overwritten progress bar on stderr (only when enabled). */
 class Progress {
   private done = 0;
@@ -385,6 +411,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s, ${p.gbs.toFixed(1)} GB/s`)
         .join(' · ')}`,
     );
+    const changed = speedChangeWarning(calibration.start, end);
+    if (changed) out(changed);
     for (const e of end) {
       const s = peaks.get(e.threads)!;
       const best = { threads: e.threads, gflops: Math.max(s.gflops, e.gflops), gbs: Math.max(s.gbs, e.gbs) };

@@ -358,3 +358,27 @@ describe('busyMachineWarning', () => {
     expect(busyMachineWarning([peak(2, 229), peak(4, 230)], 2)).toBeNull();
   });
 });
+
+describe('speedChangeWarning', () => {
+  const { speedChangeWarning } = require('../benchmarks/cli') as typeof import('../benchmarks/cli');
+  const peak = (threads: number, gflops: number, gbs = 30) => ({ threads, gflops, gbs });
+
+  test('steady: peaks within a fifth at every thread count, bandwidth ignored, thread counts matched', () => {
+    expect(speedChangeWarning([peak(1, 101.5), peak(2, 202.6)], [peak(1, 100.7), peak(2, 200.9)])).toBeNull();
+    expect(speedChangeWarning([peak(2, 180.2)], [peak(2, 200.3)])).toBeNull();
+    expect(speedChangeWarning([peak(2, 200, 26.0)], [peak(2, 199, 34.7)])).toBeNull();
+    expect(speedChangeWarning([peak(1, 100)], [peak(2, 200)])).toBeNull();
+    expect(speedChangeWarning([peak(2, 200)], [])).toBeNull();
+  });
+
+  test('changed: a peak that moved by more than a fifth, either way, names the thread count', () => {
+    expect(speedChangeWarning([peak(2, 102.3)], [peak(2, 197.5)])).toBe(
+      "warning: the machine's speed changed during the run (2 thr 102.3 GFLOP/s at the start, 197.5 at the end): " +
+        'rows timed minutes apart are not comparable, and a ratio is fair only with --interleave; rerun to confirm',
+    );
+    expect(speedChangeWarning([peak(1, 100), peak(2, 200)], [peak(1, 100), peak(2, 160)])).toMatch(
+      /\(2 thr 200\.0 GFLOP\/s at the start, 160\.0 at the end\)/,
+    );
+    expect(speedChangeWarning([peak(1, 100), peak(2, 200)], [peak(1, 100), peak(2, 167)])).toBeNull();
+  });
+});
