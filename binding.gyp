@@ -6,40 +6,88 @@
     # the bias, rounded separately: kernel_table.h) gave different bits.
     "mhsa_release_flags": ["-O3", "-fPIC", "-std=c++17", "-ffp-contract=off"],
     # Node's own -std (gnu++17 up to Node 22, gnu++20 from 23), replaced by ours.
-    "mhsa_node_std": ["-std=gnu++17", "-std=gnu++20"]
+    "mhsa_node_std": ["-std=gnu++17", "-std=gnu++20"],
+    # The prebuilt packages' binaries (scripts/release/build-prebuilds.js sets
+    # these with `node-gyp configure -- -D<name>=1`; docs/design/prebuilds.md):
+    # mhsa_prebuild      links for glibc 2.28 and later and any libstdc++;
+    # mhsa_node_api_only the addon without V8's API, so one binary serves
+    #                    every Node ABI (async buffer pinning comes from:)
+    # mhsa_pinning_module only the buffer-pinning module, built per Node ABI.
+    "mhsa_prebuild%": 0,
+    "mhsa_node_api_only%": 0,
+    "mhsa_pinning_module%": 0,
+    "mhsa_linux_prebuild_ldflags": [
+      "-static-libstdc++", "-Wl,--exclude-libs,ALL", "-s",
+      "<!@(node -p \"require('./native/sources.json').linuxPrebuildWrapped.map((s) => '-Wl,--wrap=' + s).join(' ')\")"
+    ]
   },
-  "targets": [
-    {
-      "target_name": "mhsa",
-      "sources": [
-        "<!@(node -p \"require('./native/sources.json').core.join(' ')\")",
-        "<!@(node -p \"require('./native/sources.json').binding.join(' ')\")"
-      ],
-      "dependencies": [
-        "<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"
-      ],
-      "defines": ["NAPI_VERSION=8", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
-      "cflags_cc": ["<@(mhsa_release_flags)"],
-      "cflags_cc!": ["<@(mhsa_node_std)"],
-      "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-std=c++17", "-ffp-contract=off"]},
-      "conditions": [
-        # V8's headers from Node 23 on (NODE_MODULE_VERSION 131) compile only
-        # as C++20, and async_job.cc includes them to hold a buffer's memory
-        # while a job runs (info().pinsAsyncBuffers). The kernels stay C++17.
-        ["node_module_version >= 131", {
-          "cflags_cc!": ["-std=c++17"],
-          "cflags_cc": ["-std=c++20"],
-          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS!": ["-std=c++17"], "OTHER_CPLUSPLUSFLAGS": ["-std=c++20"]}
-        }],
-        ["target_arch=='x64'", {
-          "defines": ["MHSA_HAVE_X86_KERNELS"],
-          "dependencies": ["mhsa_avx2", "mhsa_avx512"]
-        }]
-      ]
-    }
-  ],
+  # The addon and the pinning module (not the kernels' static libraries).
+  "target_defaults": {
+    "defines": ["NAPI_VERSION=8", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
+    # target_conditions see only a target's own variables.
+    "variables": {
+      "mhsa_node_module_version": "<(node_module_version)",
+      "mhsa_linux_prebuild": "<(mhsa_prebuild)"
+    },
+    "target_conditions": [
+      ["_type!='static_library'", {
+        "cflags_cc": ["<@(mhsa_release_flags)"],
+        "cflags_cc!": ["<@(mhsa_node_std)"],
+        "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-std=c++17", "-ffp-contract=off"]}
+      }],
+      # V8's headers from Node 23 on (NODE_MODULE_VERSION 131) compile only
+      # as C++20, and buffer_pinning_v8.cc includes them to hold a buffer's
+      # memory while a job runs (info().pinsAsyncBuffers). The x86 kernels, in
+      # their own static libraries, stay C++17.
+      ["_type!='static_library' and mhsa_node_module_version >= 131", {
+        "cflags_cc!": ["-std=c++17"],
+        "cflags_cc": ["-std=c++20"],
+        "xcode_settings": {"OTHER_CPLUSPLUSFLAGS!": ["-std=c++17"], "OTHER_CPLUSPLUSFLAGS": ["-std=c++20"]}
+      }],
+      # Loads on glibc 2.28 and later with any libstdc++: the C++ runtime is
+      # linked in and hidden, and the symbols that would ask for a newer glibc
+      # are pinned to their first versions (native/runtime/glibc_compat.cc).
+      ["_type!='static_library' and mhsa_linux_prebuild==1 and OS=='linux'", {
+        "sources": ["<!@(node -p \"require('./native/sources.json').linuxPrebuild.join(' ')\")"],
+        "ldflags": ["<@(mhsa_linux_prebuild_ldflags)"]
+      }]
+    ]
+  },
   "conditions": [
-    ["target_arch=='x64'", {
+    ["mhsa_pinning_module==0", {
+      "targets": [
+        {
+          "target_name": "mhsa",
+          "sources": [
+            "<!@(node -p \"require('./native/sources.json').core.join(' ')\")",
+            "<!@(node -p \"require('./native/sources.json').binding.join(' ')\")"
+          ],
+          "dependencies": [
+            "<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"
+          ],
+          "conditions": [
+            ["target_arch=='x64'", {
+              "defines": ["MHSA_HAVE_X86_KERNELS"],
+              "dependencies": ["mhsa_avx2", "mhsa_avx512"]
+            }],
+            ["mhsa_node_api_only==0", {
+              "sources": ["<!@(node -p \"require('./native/sources.json').bufferPinning.join(' ')\")"],
+              "defines": ["MHSA_LINKED_BUFFER_PINNING"]
+            }]
+          ]
+        }
+      ]
+    }],
+    ["mhsa_pinning_module==1", {
+      "targets": [
+        {
+          "target_name": "mhsa_buffer_pinning",
+          "sources": ["<!@(node -p \"require('./native/sources.json').bufferPinning.join(' ')\")"],
+          "defines": ["MHSA_BUFFER_PINNING_MODULE"]
+        }
+      ]
+    }],
+    ["target_arch=='x64' and mhsa_pinning_module==0", {
       "targets": [
         {
           "target_name": "mhsa_avx2",

@@ -1,10 +1,5 @@
-/**
- * Loads the compiled addon through `bindings`. MHSA_ADDON=cmake selects the
- * cmake-js build (build-cmake/) instead of the default node-gyp one (build/);
- * MHSA_ADDON=path/to/mhsa.node loads that file.
- */
-import * as path from 'node:path';
-import bindings = require('bindings');
+/** The addon's raw entry points, loaded by lib/load-addon.ts. */
+import { loadAddon } from './load-addon';
 
 /** Completion callback of an async native call. */
 export type NativeCallback = (error: Error | null) => void;
@@ -39,52 +34,14 @@ export interface NativeAddon {
     pinsAsyncBuffers: boolean;
   };
   setNumThreads(n: number): void;
+  /** Holds async calls' buffers with a buffer-pinning module's `pinning` export (native/binding/buffer_pinning.h). */
+  setBufferPinning(pinning: unknown): void;
   defaultNumThreads: number;
   /** Widest row layerNormMatmul takes (kGemmMaxLayerNormK, native/kernels/gemm.h). */
   layerNormMatmulMaxK: number;
 }
 
-/**
- * What to do when the default build cannot be loaded. The usual cause is that
- * the install script never ran: npm 12 skips dependencies' install scripts
- * until the project approves them (npm 11.16+ already warns), pnpm 10 does
- * the same, and `--ignore-scripts` skips them all. The other is a
- * node_modules copied from another platform or architecture.
- */
-function missingAddonError(cause: unknown): Error {
-  // bindings' message lists every path it tried after its first line.
-  const detail = cause instanceof Error ? cause.message.split('\n')[0].replace(/ Tried:$/, '') : String(cause);
-  return new Error(
-    `mhsa: the native addon (build/Release/mhsa.node) could not be loaded: ${detail}\n` +
-      'It is compiled when mhsa is installed (a C++17 compiler, make and python3). If its install script ' +
-      'did not run (npm 12 and pnpm 10 skip the install scripts of dependencies not approved, and ' +
-      '--ignore-scripts skips all), approve and build it:\n' +
-      '  npm approve-scripts mhsa    # records the approval in package.json "allowScripts"\n' +
-      '  npm rebuild mhsa\n' +
-      '(pnpm: `pnpm approve-builds`, then `pnpm rebuild mhsa`.)\n' +
-      'If node_modules came from another platform or CPU architecture, `npm rebuild mhsa` alone fixes it.',
-    { cause },
-  );
-}
-
-function load(): NativeAddon {
-  const chosen = process.env.MHSA_ADDON;
-  // A path to a .node file: that build (e.g. a cmake-js build with -DMHSA_WITH_BLAS=ON elsewhere).
-  if (chosen !== undefined && chosen.endsWith('.node')) return require(path.resolve(chosen)) as NativeAddon;
-  if (chosen === 'cmake') {
-    return bindings({
-      bindings: 'mhsa.node',
-      try: [['module_root', 'build-cmake', 'Release', 'bindings']],
-    } as unknown as string) as NativeAddon;
-  }
-  try {
-    return bindings('mhsa.node') as NativeAddon;
-  } catch (cause) {
-    throw missingAddonError(cause);
-  }
-}
-
-export const native: NativeAddon = load();
+export const native: NativeAddon = loadAddon().native;
 
 /**
  * The addon reads MHSA_ISA and MHSA_NUM_THREADS and falls back to its defaults on a value it does

@@ -64,6 +64,17 @@ Napi::Value setNumThreadsBinding(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// setBufferPinning(pinning): the `pinning` export of a buffer-pinning module
+// built for the running Node (buffer_pinning.h; lib/load-addon.ts loads it).
+Napi::Value setBufferPinningBinding(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  bool tagged = false;
+  if (info[0].IsExternal()) napi_check_object_type_tag(env, info[0], &kBufferPinningTag, &tagged);
+  if (!tagged) throw Napi::TypeError::New(env, "setBufferPinning: expected the pinning export of an mhsa buffer-pinning module");
+  setBufferPinning(info[0].As<Napi::External<const MhsaBufferPinning>>().Data());
+  return env.Undefined();
+}
+
 // Runs an entry point so that no C++ exception reaches Node as an abort: an
 // allocation failure anywhere in it (argument decoding included) becomes a
 // RangeError, anything else an Error, each naming the function.
@@ -107,6 +118,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<calibrateBinding>(env, exports, "calibrate");
   exportFunction<infoBinding>(env, exports, "info");
   exportFunction<setNumThreadsBinding>(env, exports, "setNumThreads");
+  exportFunction<setBufferPinningBinding>(env, exports, "setBufferPinning");
   exports.Set("defaultNumThreads", Napi::Number::New(env, defaultNumThreads()));
   exports.Set("layerNormMatmulMaxK", Napi::Number::New(env, static_cast<double>(kGemmMaxLayerNormK)));
   return exports;

@@ -1,23 +1,8 @@
 #include "async_job.h"
 
-// Node's full headers have V8's; a build against node-api-headers alone does
-// not (CMakeLists.txt looks for them), and from Node 23 on they need C++20
-// (v8config.h stops a C++17 compile), which binding.gyp and CMakeLists.txt
-// then give the binding layer. Without them jobs cannot hold their buffers'
-// memory (pinBackingStore), and info().pinsAsyncBuffers says so.
-#if __has_include(<v8.h>) && __has_include(<node_version.h>)
-// Node 20's node_version.h defines NAPI_VERSION unconditionally; keep the build's.
-#pragma push_macro("NAPI_VERSION")
-#undef NAPI_VERSION
-#include <node_version.h>
-#undef NAPI_VERSION
-#pragma pop_macro("NAPI_VERSION")
-#if NODE_MAJOR_VERSION < 23 || __cplusplus >= 202002L
-#include <v8.h>
-#define MHSA_PIN_BACKING_STORES 1
-#endif
-#endif
+#include "buffer_pinning.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -43,15 +28,24 @@ struct Job {
   const char* fn = "";
   WorkFn work;
   std::vector<napi_ref> refs;
-#ifdef MHSA_PIN_BACKING_STORES
-  // The memory under each buffer (see pinBackingStore), released with the job on the JS thread.
-  std::vector<std::shared_ptr<v8::BackingStore>> pinned;
-#endif
+  // The memory under each buffer (buffer_pinning.h), released with the job on the JS thread.
+  const MhsaBufferPinning* pinning = nullptr;
+  std::vector<void*> held;
   napi_ref callback = nullptr;
   EnvState* state = nullptr;
   ErrorKind error = ErrorKind::None;
   std::string message;
+
+  ~Job() {
+    for (void* h : held) pinning->release(h);
+  }
 };
+
+#ifdef MHSA_LINKED_BUFFER_PINNING
+std::atomic<const MhsaBufferPinning*> activePinning{v8BufferPinning()};
+#else
+std::atomic<const MhsaBufferPinning*> activePinning{nullptr};
+#endif
 
 // Runs work and turns any C++ exception into an error for the callback:
 // native code never lets an exception escape into Node.
@@ -167,37 +161,6 @@ void cleanupEnv(void* arg) {
   dispatcher().cancelAndDrain(static_cast<EnvState*>(arg));
 }
 
-// A reference keeps a typed array's JS object alive, not its memory: JS can
-// detach the ArrayBuffer while the job is queued or computing
-// (structuredClone(buf, { transfer: [buf] }), postMessage), and once the
-// object it was transferred to is collected the memory is freed under the
-// native code (a use-after-free, seen as a segfault). Node-API has no way to
-// hold the memory itself, so this takes V8's: the buffer's BackingStore, whose
-// shared owner keeps the bytes allocated until the job is released, whether
-// or not the buffer it was transferred to still lives. (While that buffer
-// lives it shares the bytes: it sees the job's writes until the job ends.)
-// The JS queue then rejects the call, naming the detached buffer
-// (lib/queue.ts). A resizable buffer can still give its pages back when
-// shrunk, so async calls refuse those up front.
-// napi_value is a v8::Local<v8::Value> under another name (Node's own
-// v8impl::V8LocalValueFromJsValue converts it the same way).
-#ifdef MHSA_PIN_BACKING_STORES
-std::shared_ptr<v8::BackingStore> pinBackingStore(napi_value value) {
-  static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
-  v8::Local<v8::Value> local;
-  std::memcpy(static_cast<void*>(&local), &value, sizeof(value));
-  if (local.IsEmpty()) return nullptr;
-  v8::Local<v8::ArrayBuffer> buffer;
-  if (local->IsArrayBufferView())
-    buffer = local.As<v8::ArrayBufferView>()->Buffer();
-  else if (local->IsArrayBuffer())
-    buffer = local.As<v8::ArrayBuffer>();
-  // A SharedArrayBuffer cannot be detached; other values own no memory.
-  if (buffer.IsEmpty() || buffer->IsSharedArrayBuffer()) return nullptr;
-  return buffer->GetBackingStore();
-}
-#endif
-
 }  // namespace
 
 void initAsync(Napi::Env env) {
@@ -223,38 +186,39 @@ EnvState* stateOf(Napi::Env env) {
 
 int pendingAsync(Napi::Env env) { return stateOf(env)->pending; }
 
-bool pinsAsyncBuffers() {
-#ifdef MHSA_PIN_BACKING_STORES
-  return true;
-#else
-  return false;
-#endif
-}
+bool pinsAsyncBuffers() { return activePinning.load() != nullptr; }
+
+void setBufferPinning(const MhsaBufferPinning* pinning) { activePinning.store(pinning); }
 
 void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
                  const std::vector<Napi::Value>& keepAlive, WorkFn work) {
   EnvState* state = stateOf(env);
-#ifdef MHSA_PIN_BACKING_STORES
-  std::vector<std::shared_ptr<v8::BackingStore>> pinned;
-  for (const Napi::Value& v : keepAlive) {
-    std::shared_ptr<v8::BackingStore> store = pinBackingStore(v);  // null for null, undefined, non-buffers
-    if (!store) continue;
-    // Shrinking a resizable buffer gives its pages back at once, pinned or not. lib/queue.ts
-    // refuses these by name first; this holds whatever reaches the addon by another route.
-    if (store->IsResizableByUserJavaScript())
-      throw Napi::TypeError::New(env, std::string(fn) +
-                                          ": a buffer is backed by a resizable ArrayBuffer; async ops need "
-                                          "fixed-length buffers");
-    pinned.push_back(std::move(store));
+  auto owned = std::make_unique<Job>();
+  owned->pinning = activePinning.load();
+  if (owned->pinning != nullptr) {
+    owned->held.reserve(keepAlive.size());
+    for (const Napi::Value& v : keepAlive) {
+      void* handle = nullptr;
+      switch (owned->pinning->hold(v, &handle)) {
+        case kMhsaHeld:
+          owned->held.push_back(handle);
+          break;
+        case kMhsaNothingToHold:
+          break;
+        // lib/queue.ts refuses these by name first; this holds whatever reaches the addon by another route.
+        case kMhsaResizable:
+          throw Napi::TypeError::New(env, std::string(fn) +
+                                              ": a buffer is backed by a resizable ArrayBuffer; async ops need "
+                                              "fixed-length buffers");
+        case kMhsaOutOfMemory:
+          throw std::bad_alloc();
+      }
+    }
   }
-#endif
-  auto* job = new Job();
+  Job* job = owned.release();
   job->fn = fn;
   job->work = std::move(work);
   job->state = state;
-#ifdef MHSA_PIN_BACKING_STORES
-  job->pinned = std::move(pinned);
-#endif
   for (const Napi::Value& v : keepAlive) {
     if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) continue;
     napi_ref r;

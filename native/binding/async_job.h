@@ -7,6 +7,8 @@
 
 #include <napi.h>
 
+#include "buffer_pinning.h"
+
 #include <functional>
 #include <vector>
 
@@ -29,7 +31,10 @@ void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callback
 // Number of async jobs queued or running in this environment.
 int pendingAsync(Napi::Env env);
 
-// Whether jobs hold their buffers' memory until they end (built with V8's headers).
+// Whether jobs hold their buffers' memory until they end (buffer_pinning.h).
 bool pinsAsyncBuffers();
+
+// Makes jobs submitted from now on hold their buffers' memory with this table.
+void setBufferPinning(const MhsaBufferPinning* pinning);
 
 }  // namespace mhsa

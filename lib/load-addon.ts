@@ -1,0 +1,105 @@
+/**
+ * Finds the native addon, in this order:
+ * 1. `MHSA_ADDON`: `cmake` (this checkout's cmake-js build, build-cmake/) or the path of a `.node` file;
+ * 2. a build from source inside the package (build/Release/mhsa.node: a checkout after `npm install`);
+ * 3. the prebuilt package for this platform (`@mhsa/linux-x64-gnu`, ...), which npm, pnpm and yarn
+ *    install as an optional dependency, with the buffer-pinning module for the running Node's ABI
+ *    when it ships one (docs/design/prebuilds.md).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { NativeAddon } from './native';
+
+/** The platforms with a prebuilt package, by `process.platform`-`process.arch`. */
+export const PREBUILT_PLATFORMS: Readonly<Record<string, string>> = {
+  'linux-x64': '@mhsa/linux-x64-gnu',
+  'linux-arm64': '@mhsa/linux-arm64-gnu',
+};
+
+/** How the addon was found: the file loaded, and from where. */
+export interface LoadedAddon {
+  native: NativeAddon;
+  file: string;
+  source: 'MHSA_ADDON' | 'local build' | 'prebuilt package';
+}
+
+/** The directory holding mhsa's package.json (dist/lib/ when compiled, lib/ under ts-node). */
+function packageRoot(): string {
+  for (let dir = __dirname; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`mhsa: no package.json above ${__dirname}`);
+  }
+}
+
+/** 'glibc <version>', 'musl' or 'unknown libc' (Linux only; asked only to explain a failure). */
+function linuxLibc(): string {
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+  if (header?.glibcVersionRuntime) return `glibc ${header.glibcVersionRuntime}`;
+  try {
+    if (fs.readdirSync('/lib').some((f) => f.startsWith('ld-musl-'))) return 'musl';
+  } catch {
+    // no /lib: say nothing more
+  }
+  return 'unknown libc';
+}
+
+/** This process's platform as an error message names it. */
+function describePlatform(): string {
+  const libc = process.platform === 'linux' ? `, ${linuxLibc()}` : '';
+  return `${process.platform}-${process.arch}${libc}, Node ${process.versions.node} (ABI ${process.versions.modules})`;
+}
+
+const FROM_SOURCE =
+  'To build it from source (a C++17 compiler, make and python3): run `npm install` in a checkout of mhsa ' +
+  "and set MHSA_ADDON to that checkout's build/Release/mhsa.node (or `npm install <checkout>`).";
+
+function loadFile(file: string, source: LoadedAddon['source']): LoadedAddon {
+  try {
+    return { native: require(file) as NativeAddon, file, source };
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+    throw new Error(`mhsa: the native addon ${file} (${source}) could not be loaded on ${describePlatform()}: ${reason}`, {
+      cause,
+    });
+  }
+}
+
+function prebuiltPackageDir(name: string, root: string): string | undefined {
+  try {
+    return path.dirname(require.resolve(`${name}/package.json`, { paths: [root] }));
+  } catch {
+    return undefined;
+  }
+}
+
+function loadPrebuilt(root: string): LoadedAddon {
+  const name = PREBUILT_PLATFORMS[`${process.platform}-${process.arch}`];
+  const dir = name === undefined ? undefined : prebuiltPackageDir(name, root);
+  if (dir === undefined) {
+    const why =
+      name === undefined
+        ? 'mhsa has no prebuilt addon for this platform'
+        : `its prebuilt addon, the optional dependency ${name}, is not installed (installed with --omit=optional, ` +
+          'from a lockfile made on another platform, or a libc other than glibc)';
+    throw new Error(`mhsa: no native addon for ${describePlatform()}: ${why}.\n${FROM_SOURCE}`);
+  }
+  const loaded = loadFile(path.join(dir, 'mhsa.node'), 'prebuilt package');
+  // The addon itself is Node-API only; holding async calls' buffers needs V8's ABI (buffer_pinning.h).
+  const pinning = path.join(dir, `buffer-pinning-node${process.versions.modules}.node`);
+  if (fs.existsSync(pinning)) {
+    const module = require(pinning) as { pinning: unknown };
+    loaded.native.setBufferPinning(module.pinning);
+  }
+  return loaded;
+}
+
+/** Loads the addon this process should use (see the module comment), or throws saying why there is none. */
+export function loadAddon(env: NodeJS.ProcessEnv = process.env): LoadedAddon {
+  const root = packageRoot();
+  const chosen = env.MHSA_ADDON;
+  if (chosen === 'cmake') return loadFile(path.join(root, 'build-cmake', 'Release', 'mhsa.node'), 'MHSA_ADDON');
+  if (chosen !== undefined && chosen !== '') return loadFile(path.resolve(chosen), 'MHSA_ADDON');
+  const local = path.join(root, 'build', 'Release', 'mhsa.node');
+  if (fs.existsSync(local)) return loadFile(local, 'local build');
+  return loadPrebuilt(root);
+}

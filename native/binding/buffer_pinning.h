@@ -1,0 +1,43 @@
+// Holding a buffer's memory while an async job computes on it: the one thing
+// Node-API cannot do, done with V8's API (docs/design/prebuilds.md).
+//
+// A reference keeps a typed array's JS object alive, not its memory: JS can
+// detach the ArrayBuffer while a job is queued or computing
+// (structuredClone(buf, { transfer: [buf] }), postMessage), and once the
+// buffer it went to is collected the memory is freed under the native code.
+// V8's BackingStore has a shared owner that keeps the bytes allocated until
+// the job lets go, whether or not a buffer still points at them.
+//
+// V8's C++ API ties a binary to one Node ABI, so the addon reaches it through
+// this plain C table: linked in when the addon is built against Node's own
+// headers (MHSA_LINKED_BUFFER_PINNING), or given at load time by a small
+// module built once per Node ABI (the prebuilt packages' buffer-pinning-node<ABI>.node).
+#pragma once
+
+#include <node_api.h>
+
+extern "C" {
+
+enum MhsaHoldResult { kMhsaHeld = 0, kMhsaNothingToHold = 1, kMhsaResizable = 2, kMhsaOutOfMemory = 3 };
+
+struct MhsaBufferPinning {
+  // Holds the memory under value (a typed array, DataView or ArrayBuffer)
+  // until release(*handle). Nothing to hold when value owns no detachable
+  // memory (not a buffer, or a SharedArrayBuffer). A buffer that JS can
+  // shrink is refused: shrinking gives pages back, held or not. No C++
+  // exception crosses this table: the two sides may have separate runtimes.
+  MhsaHoldResult (*hold)(napi_value value, void** handle);
+  void (*release)(void* handle);
+};
+
+}  // extern "C"
+
+namespace mhsa {
+
+// V8's implementation, compiled against one Node's headers (buffer_pinning_v8.cc).
+const MhsaBufferPinning* v8BufferPinning();
+
+// The type tag of the external that a buffer-pinning module exports as `pinning`.
+constexpr napi_type_tag kBufferPinningTag = {0x6d6873612d70696eULL, 0x6e696e672d763031ULL};
+
+}  // namespace mhsa

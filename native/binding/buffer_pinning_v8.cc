@@ -1,0 +1,88 @@
+// V8's side of buffer_pinning.h: compiled into the addon when it is built
+// against Node's own headers, and on its own, once per Node ABI, as the
+// prebuilt packages' buffer-pinning module (MHSA_BUFFER_PINNING_MODULE).
+#include "buffer_pinning.h"
+
+// Node 20's node_version.h defines NAPI_VERSION unconditionally; keep the build's.
+#pragma push_macro("NAPI_VERSION")
+#undef NAPI_VERSION
+#include <node_version.h>
+#undef NAPI_VERSION
+#pragma pop_macro("NAPI_VERSION")
+#include <v8.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+
+namespace mhsa {
+namespace {
+
+using Held = std::shared_ptr<v8::BackingStore>;
+
+// napi_value is a v8::Local<v8::Value> under another name (Node's own
+// v8impl::V8LocalValueFromJsValue converts it the same way).
+MhsaHoldResult hold(napi_value value, void** handle) {
+  static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
+  *handle = nullptr;
+  v8::Local<v8::Value> local;
+  std::memcpy(static_cast<void*>(&local), &value, sizeof(value));
+  if (local.IsEmpty()) return kMhsaNothingToHold;
+  v8::Local<v8::ArrayBuffer> buffer;
+  if (local->IsArrayBufferView())
+    buffer = local.As<v8::ArrayBufferView>()->Buffer();
+  else if (local->IsArrayBuffer())
+    buffer = local.As<v8::ArrayBuffer>();
+  // A SharedArrayBuffer cannot be detached; other values own no memory.
+  if (buffer.IsEmpty() || buffer->IsSharedArrayBuffer()) return kMhsaNothingToHold;
+  Held store = buffer->GetBackingStore();
+  if (store->IsResizableByUserJavaScript()) return kMhsaResizable;
+  // malloc, not new: no C++ runtime is needed on this side for it.
+  void* memory = std::malloc(sizeof(Held));
+  if (memory == nullptr) return kMhsaOutOfMemory;
+  *handle = new (memory) Held(std::move(store));
+  return kMhsaHeld;
+}
+
+void release(void* handle) {
+  static_cast<Held*>(handle)->~Held();
+  std::free(handle);
+}
+
+constexpr MhsaBufferPinning kV8BufferPinning = {hold, release};
+
+}  // namespace
+
+const MhsaBufferPinning* v8BufferPinning() { return &kV8BufferPinning; }
+
+}  // namespace mhsa
+
+#ifdef MHSA_BUFFER_PINNING_MODULE
+// The module's exports: { pinning: <external>, nodeModuleVersion }. Node loads
+// a Node-API module under any ABI, so the module refuses one not its own.
+NAPI_MODULE_INIT() {
+  napi_value global, process, versions, modules;
+  char running[16] = {0};
+  size_t length = 0;
+  if (napi_get_global(env, &global) != napi_ok || napi_get_named_property(env, global, "process", &process) != napi_ok ||
+      napi_get_named_property(env, process, "versions", &versions) != napi_ok ||
+      napi_get_named_property(env, versions, "modules", &modules) != napi_ok ||
+      napi_get_value_string_utf8(env, modules, running, sizeof running, &length) != napi_ok)
+    return nullptr;
+  if (std::strcmp(running, NODE_STRINGIFY(NODE_MODULE_VERSION)) != 0) {
+    napi_throw_error(env, nullptr,
+                     "mhsa: this buffer-pinning module is built for Node ABI " NODE_STRINGIFY(
+                         NODE_MODULE_VERSION) ", not the running Node's");
+    return nullptr;
+  }
+  napi_value pinning, abi;
+  napi_create_external(env, const_cast<MhsaBufferPinning*>(mhsa::v8BufferPinning()), nullptr, nullptr, &pinning);
+  napi_type_tag_object(env, pinning, &mhsa::kBufferPinningTag);
+  napi_set_named_property(env, exports, "pinning", pinning);
+  napi_create_int32(env, NODE_MODULE_VERSION, &abi);
+  napi_set_named_property(env, exports, "nodeModuleVersion", abi);
+  return exports;
+}
+#endif
