@@ -19,11 +19,6 @@ if [ "$(node -p process.platform)" != linux ]; then
 fi
 tests=(test/async.test.ts test/lying-values.test.ts test/worker-threads.test.ts test/attention.test.ts test/block.test.ts)
 
-# The copies live elsewhere: point the fixture tests at the fixtures beside this checkout.
-if [ -z "${MHSA_FIXTURES:-}" ] && [ -d "$root/../shared/fixtures" ]; then
-  export MHSA_FIXTURES="$(cd "$root/../shared/fixtures" && pwd)"
-fi
-
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for v in $versions; do

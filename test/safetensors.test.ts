@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadSafetensors, loadSafetensorsAsync } from '../lib';
 import { pickSeed, rngFor } from './helpers/random';
-import { fixturesDir, readSafetensors } from './helpers/safetensors';
+import { fixtureFiles, readSafetensors } from './helpers/safetensors';
 
 const SEED = pickSeed();
 
@@ -431,12 +431,11 @@ describe(`loadSafetensors (seed ${SEED})`, () => {
   });
 
   test('the reference fixtures load the same as the test reader (F32; U8 filtered out)', () => {
-    const dir = fixturesDir();
-    const files = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
+    const files = fixtureFiles();
     expect(files.length).toBeGreaterThan(0);
     for (const f of files) {
-      const ref = readSafetensors(path.join(dir, f));
-      const r = loadSafetensors(path.join(dir, f), { filter: (n) => ref.tensors[n].dtype === 'F32' });
+      const ref = readSafetensors(f.path);
+      const r = loadSafetensors(f.path, { filter: (n) => ref.tensors[n].dtype === 'F32' });
       expect(r.metadata).toEqual(ref.metadata);
       for (const [name, t] of Object.entries(ref.tensors)) {
         if (t.dtype !== 'F32') {

@@ -1,6 +1,6 @@
 /**
  * A minimal safetensors reader for the reference fixtures (see
- * ../shared/fixtures/README.md): an 8-byte little-endian header length N,
+ * test/fixtures/README.md): an 8-byte little-endian header length N,
  * N bytes of JSON, then the raw little-endian tensor bytes. Only the dtypes
  * the fixtures use are supported: F32 and U8.
  */
@@ -92,48 +92,73 @@ export function readSafetensors(file: string): SafetensorsFile {
   return parseSafetensors(fs.readFileSync(file), path.basename(file));
 }
 
-/** Where the fixtures are looked for: ../shared/fixtures beside the clone, then $MHSA_FIXTURES. */
-export function fixtureCandidates(): string[] {
-  const candidates = [path.resolve(__dirname, '../../../shared/fixtures')];
-  if (process.env.MHSA_FIXTURES) candidates.push(path.resolve(process.env.MHSA_FIXTURES));
-  return candidates;
+/** The fixtures in the repository, written by test/fixtures/generate.py; always used. */
+export const REPO_FIXTURES = path.resolve(__dirname, '../fixtures');
+
+/** Where fixture cases come from, and how their names are marked in test titles. */
+export interface FixtureDir {
+  dir: string;
+  /** Prepended to each file's name: '' for the repository's own, 'MHSA_FIXTURES/' for the extra directory. */
+  prefix: string;
 }
 
 /**
- * The fixtures directory. Throws (never returns undefined) when none of the
- * candidates exists, so a test using it fails loudly instead of skipping.
+ * The fixture directories: test/fixtures, then $MHSA_FIXTURES when set, which ADDS its
+ * cases (a file whose name is also in test/fixtures runs twice, once under each name).
+ * Throws when a directory is missing, so a mistyped MHSA_FIXTURES fails instead of
+ * quietly testing less. MHSA_FIXTURES naming test/fixtures itself adds nothing.
  */
-export function fixturesDir(): string {
-  const candidates = fixtureCandidates();
-  for (const dir of candidates) {
-    if (fs.existsSync(dir) && fs.statSync(dir).isDirectory()) return dir;
+export function fixtureDirs(): FixtureDir[] {
+  const dirs: FixtureDir[] = [{ dir: REPO_FIXTURES, prefix: '' }];
+  const extra = process.env.MHSA_FIXTURES;
+  if (extra) dirs.push({ dir: path.resolve(extra), prefix: 'MHSA_FIXTURES/' });
+  for (const { dir, prefix } of dirs) {
+    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) {
+      throw new Error(
+        prefix
+          ? `MHSA_FIXTURES=${extra} is not a directory (unset it to run only the repository's fixtures)`
+          : `reference fixtures not found in ${dir}; regenerate them with /usr/bin/python3 test/fixtures/generate.py`,
+      );
+    }
   }
-  throw new Error(
-    `reference fixtures not found: looked in ${candidates.join(', ')}` +
-      (process.env.MHSA_FIXTURES ? '' : ' (set MHSA_FIXTURES to the fixtures directory)') +
-      '. CI checks out ../shared beside the clone; the fixture tests cannot run without it.',
+  if (dirs.length === 2 && fs.realpathSync(dirs[1].dir) === fs.realpathSync(dirs[0].dir)) dirs.pop();
+  return dirs;
+}
+
+/**
+ * Every .safetensors file of {@link fixtureDirs}: its unique name (prefix + file name
+ * without .safetensors), its path, and whether it came from $MHSA_FIXTURES.
+ */
+export function fixtureFiles(): Array<{ name: string; path: string; extra: boolean }> {
+  return fixtureDirs().flatMap(({ dir, prefix }) =>
+    fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.safetensors'))
+      .sort()
+      .map((f) => ({ name: prefix + f.slice(0, -'.safetensors'.length), path: path.join(dir, f), extra: prefix !== '' })),
   );
 }
 
-/** One fixture file: its name (without .safetensors), metadata op and parsed config, and contents. */
+/** One fixture file: its name (see {@link fixtureFiles}), metadata op and parsed config, and contents. */
 export interface LoadedFixture {
   name: string;
+  path: string;
+  /** True for a case from $MHSA_FIXTURES (its name starts with 'MHSA_FIXTURES/'). */
+  extra: boolean;
   op: string;
   config: Record<string, unknown>;
   file: SafetensorsFile;
 }
 
-/** Every fixture in {@link fixturesDir}, sorted by name. Throws if the directory or a file is unusable. */
+/**
+ * Every fixture: test/fixtures sorted by name, then $MHSA_FIXTURES's. Throws if a
+ * directory or a file is unusable.
+ */
 export function loadFixtures(): LoadedFixture[] {
-  const dir = fixturesDir();
-  return fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.safetensors'))
-    .sort()
-    .map((f) => {
-      const file = readSafetensors(path.join(dir, f));
-      if (file.metadata.op === undefined) throw new Error(`fixture ${f} has no __metadata__.op`);
-      const config = JSON.parse(file.metadata.config ?? '{}') as Record<string, unknown>;
-      return { name: f.slice(0, -'.safetensors'.length), op: file.metadata.op, config, file };
-    });
+  return fixtureFiles().map(({ name, path: file, extra }) => {
+    const parsed = readSafetensors(file);
+    if (parsed.metadata.op === undefined) throw new Error(`fixture ${file} has no __metadata__.op`);
+    const config = JSON.parse(parsed.metadata.config ?? '{}') as Record<string, unknown>;
+    return { name, path: file, extra, op: parsed.metadata.op, config, file: parsed };
+  });
 }
