@@ -393,7 +393,17 @@ async function scenario(label, startOthers) {
 
 test('the addon holds async buffers (built with V8\'s headers, C++20 from Node 23 on)', () => {
   // Both builds find v8.h beside the running Node (node-gyp through nodedir, CMakeLists.txt through
-  // execPath); binding.gyp and CMakeLists.txt switch the binding to C++20 where V8 needs it.
+  // execPath) and link buffer_pinning_v8.cc; binding.gyp and CMakeLists.txt switch it to C++20 where
+  // V8 needs it. The prebuilt packages load it per Node ABI instead (release:rehearse checks those).
+  expect(info().pinsAsyncBuffers).toBe(true);
+});
+
+test('setBufferPinning takes only a buffer-pinning module\'s export (a type-tagged external), and changes nothing otherwise', () => {
+  for (const bad of [{}, null, 42, new Float32Array(1)]) {
+    expect(() => native.setBufferPinning(bad)).toThrow(
+      expect.objectContaining({ name: 'TypeError', message: expect.stringContaining('setBufferPinning: expected the pinning export') }),
+    );
+  }
   expect(info().pinsAsyncBuffers).toBe(true);
 });
 

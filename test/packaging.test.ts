@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import * as ts from 'typescript';
 import * as lib from '../lib';
 import { info, setNumThreads } from '../lib';
+import { PREBUILT_PLATFORMS } from '../lib/load-addon';
 
 const ROOT = path.resolve(__dirname, '..');
 const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
@@ -278,17 +279,16 @@ describe('package.json', () => {
 });
 
 describe('as installed from the registry', () => {
-  test('the tarball holds what the install build needs, and neither the fuzz corpora nor the native tests', () => {
+  test('the tarball compiles nothing on install: no install script, no binding.gyp, no native sources, no dependencies', () => {
     const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
     expect(r.status).toBe(0);
     const files = new Set((JSON.parse(r.stdout) as { files: { path: string }[] }[])[0].files.map((f) => f.path));
-    const lists = JSON.parse(fs.readFileSync(path.join(ROOT, 'native', 'sources.json'), 'utf8')) as Record<string, unknown>;
-    const sources = Object.values(lists).filter((v): v is string[] => Array.isArray(v)).flat();
-    expect(sources.length).toBeGreaterThan(10);
-    const build = ['binding.gyp', 'native/sources.json', 'scripts/build-addon.js'];
-    const needed = [...build, PKG.main!, 'dist/lib/index.d.ts', ...sources];
-    expect(needed.filter((f) => !files.has(f))).toEqual([]);
-    expect([...files].filter((f) => f.startsWith('native/fuzz/') || f.startsWith('native/tests/'))).toEqual([]);
+    // npm runs `node-gyp rebuild` by itself for a package with a binding.gyp at its root and no install script.
+    expect([...files].filter((f) => f === 'binding.gyp' || f.startsWith('native/') || f.endsWith('.node'))).toEqual([]);
+    const scripts = (PKG as { scripts?: Record<string, string> }).scripts ?? {};
+    expect(['preinstall', 'install', 'postinstall'].filter((s) => s in scripts)).toEqual([]);
+    expect((PKG as { dependencies?: Record<string, string> }).dependencies ?? {}).toEqual({});
+    expect([PKG.main!, 'dist/lib/index.d.ts', 'dist/lib/load-addon.js'].filter((f) => !files.has(f))).toEqual([]);
     // mhsa-bench runs from dist/; its pytorch peer's Python worker is not compiled there.
     expect(['benchmarks/bin/mhsa-bench.js', 'dist/benchmarks/peers/pytorch.js', 'benchmarks/peers/pytorch_worker.py'].filter((f) => !files.has(f))).toEqual([]);
   });
@@ -345,26 +345,65 @@ describe('as installed from the registry', () => {
     }
   });
 
-  test('without a build (its install script skipped), require() says how to build it', () => {
-    // dist/ and package.json alone, as `npm install --ignore-scripts` (or npm 12 without
-    // approval) leaves the package: no build/.
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-unbuilt-'));
+  /** dist/ and package.json alone, as the registry's tarball leaves them, with node_modules holding `extra`. */
+  function installedCopy(extra: Record<string, string>, body: (dir: string) => void): void {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-installed-'));
     try {
       fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
       fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
-      fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
-      const env = { ...process.env };
-      delete env.MHSA_ADDON;
-      const r = spawnSync(process.execPath, ['-e', 'require(".")'], { cwd: dir, env, encoding: 'utf8' });
-      expect(r.status).not.toBe(0);
-      expect(r.stderr).toContain(
-        'mhsa: the native addon (build/Release/mhsa.node) could not be loaded: Could not locate the bindings file.',
-      );
-      expect(r.stderr).toContain('npm approve-scripts mhsa');
-      expect(r.stderr).toContain('npm rebuild mhsa');
+      for (const [file, from] of Object.entries(extra)) {
+        fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+        fs.copyFileSync(from, path.join(dir, file));
+      }
+      body(dir);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  function requireIn(dir: string, env: Record<string, string> = {}) {
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+    if (!('MHSA_ADDON' in env)) delete childEnv.MHSA_ADDON;
+    const script = 'const m = require("."); console.log(JSON.stringify({ isa: m.info().isa, pins: m.info().pinsAsyncBuffers, files: Object.keys(require.cache).filter((f) => f.endsWith(".node")) }))';
+    return spawnSync(process.execPath, ['-e', script], { cwd: dir, env: childEnv, encoding: 'utf8' });
+  }
+
+  const built = path.join(ROOT, 'build', 'Release', 'mhsa.node');
+  const platformPackage = PREBUILT_PLATFORMS[`${process.platform}-${process.arch}`];
+
+  test('with no build and no platform package, require() names the platform and how to build from source', () => {
+    installedCopy({}, (dir) => {
+      const r = requireIn(dir);
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain(`mhsa: no native addon for ${process.platform}-${process.arch}`);
+      expect(r.stderr).toContain(`Node ${process.versions.node} (ABI ${process.versions.modules})`);
+      if (process.platform === 'linux') expect(r.stderr).toMatch(/, (glibc [0-9.]+|musl|unknown libc),/);
+      expect(r.stderr).toContain('run `npm install` in a checkout of mhsa');
+    });
+  });
+
+  (platformPackage ? test : test.skip)('the platform package is loaded when there is no local build, and MHSA_ADDON wins over both', () => {
+    const pkgDir = `node_modules/${platformPackage}`;
+    installedCopy({ [`${pkgDir}/package.json`]: path.join(ROOT, 'package.json'), [`${pkgDir}/mhsa.node`]: built }, (dir) => {
+      const r = requireIn(dir);
+      expect(r.stderr).toBe('');
+      const out = JSON.parse(r.stdout) as { isa: string; files: string[] };
+      expect(out.files).toEqual([fs.realpathSync(path.join(dir, pkgDir, 'mhsa.node'))]);
+      const chosen = requireIn(dir, { MHSA_ADDON: built });
+      expect((JSON.parse(chosen.stdout) as { files: string[] }).files).toEqual([built]);
+    });
+  });
+
+  test('a local build is preferred to the platform package; a broken one is named, not skipped', () => {
+    const pkgDir = `node_modules/${platformPackage ?? '@mhsa/none'}`;
+    installedCopy({ [`${pkgDir}/package.json`]: path.join(ROOT, 'package.json'), [`${pkgDir}/mhsa.node`]: built, 'build/Release/mhsa.node': built }, (dir) => {
+      const r = requireIn(dir);
+      expect((JSON.parse(r.stdout) as { files: string[] }).files).toEqual([fs.realpathSync(path.join(dir, 'build', 'Release', 'mhsa.node'))]);
+      fs.writeFileSync(path.join(dir, 'build', 'Release', 'mhsa.node'), 'not an ELF file');
+      const broken = requireIn(dir);
+      expect(broken.status).not.toBe(0);
+      expect(broken.stderr).toContain(`mhsa: the native addon ${path.join(fs.realpathSync(dir), 'build', 'Release', 'mhsa.node')} (local build) could not be loaded`);
+    });
   });
 });
 

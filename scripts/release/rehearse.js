@@ -1,0 +1,306 @@
+#!/usr/bin/env node
+// npm run release:rehearse: a release as users would meet it, on this machine
+// (docs/design/prebuilds.md). Packs (pack.js), publishes every tarball to a
+// local registry (verdaccio on 127.0.0.1), then, with no compiler on PATH,
+// installs mhsa into fresh projects with npm's defaults, with --ignore-scripts
+// and with pnpm, and runs an attention call and the block in each, against a
+// float64 reference (consumer-smoke.js), under Node 20, 22, 24 and 26. The
+// arm64 package is installed for arm64 and run under qemu-aarch64 with the
+// arm64 Node build, with the jest suite's op and block tests. Last, each
+// Linux binary's newest required glibc symbol version.
+//   node scripts/release/rehearse.js [--platforms=linux-x64,linux-arm64] [--compare-onnxruntime]
+//   (--no-pack: the tarballs already in release/)
+'use strict';
+
+const { execFileSync, spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { NODE_MAJORS, nodeDist } = require('./node-dists');
+
+const root = path.resolve(__dirname, '..', '..');
+const release = path.join(root, 'release');
+const cache = path.join(release, 'cache');
+const work = path.join(release, 'rehearsal');
+const version = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version;
+const GLIBC_CEILING = [2, 28];
+const COMPILERS = ['g++', 'gcc', 'c++', 'cc', 'clang', 'clang++', 'make', 'python3', 'python'];
+const OP_AND_BLOCK_TESTS = ['matmul', 'softmax', 'attention', 'layernorm', 'prepack', 'block', 'fixtures'].map((t) => `test/${t}.test.ts`);
+/** What the prebuilt addon changes beyond the kernels: async buffer pinning, worker threads. */
+const BINDING_TESTS = ['async', 'lying-values', 'worker-threads'].map((t) => `test/${t}.test.ts`);
+
+const args = process.argv.slice(2);
+const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+const platforms = (option('platforms') ?? 'linux-x64,linux-arm64').split(',');
+const failures = [];
+const report = [];
+
+function check(ok, what) {
+  report.push(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures.push(what);
+}
+
+function sh(cmd, cmdArgs, options = {}) {
+  const r = spawnSync(cmd, cmdArgs, { encoding: 'utf8', maxBuffer: 1 << 26, ...options });
+  if (r.status !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')} exited ${r.status ?? r.signal}:\n${r.stderr}\n${r.stdout}`.slice(0, 8000));
+  return r.stdout;
+}
+
+function duBytes(dir) {
+  return Number(sh('du', ['-sb', dir]).split('\t')[0]);
+}
+
+const MB = (bytes) => `${(bytes / 1e6).toFixed(2)} MB`;
+
+/** A tool from the npm registry, installed once under release/cache/tools. */
+function tool(name, spec, overrides) {
+  const dir = path.join(cache, 'tools', name);
+  if (!fs.existsSync(path.join(dir, 'node_modules', name, 'package.json'))) {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true, dependencies: { [name]: spec }, overrides }));
+    sh('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir });
+  }
+  return path.join(dir, 'node_modules', name);
+}
+
+/** A package's files from the registry (npm pack, unpacked once under release/cache/packages). */
+function registryPackage(spec) {
+  const dir = path.join(cache, 'packages', spec.replace(/[@/]/g, '_'));
+  if (!fs.existsSync(path.join(dir, 'package', 'package.json'))) {
+    fs.mkdirSync(dir, { recursive: true });
+    const tgz = sh('npm', ['pack', '--silent', spec], { cwd: dir }).trim();
+    sh('tar', ['xzf', tgz], { cwd: dir });
+  }
+  return path.join(dir, 'package');
+}
+
+/** A directory whose PATH holds node and nothing else: no compiler, make or python can be found. */
+function bareBin() {
+  const bin = path.join(work, 'bin');
+  fs.mkdirSync(bin, { recursive: true });
+  fs.rmSync(path.join(bin, 'node'), { force: true });
+  fs.symlinkSync(process.execPath, path.join(bin, 'node'));
+  const found = COMPILERS.filter((c) => fs.existsSync(path.join(bin, c)));
+  check(found.length === 0, `no compiler on the consumers' PATH (${COMPILERS.join(', ')} hidden)`);
+  return bin;
+}
+
+async function startRegistry() {
+  const verdaccio = tool('verdaccio', '6.8.0', { 'node-fetch': '2.7.0' });
+  const dir = path.join(work, 'registry');
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const port = 4873 + Math.floor(Math.random() * 1000);
+  const config = path.join(dir, 'config.yaml');
+  fs.writeFileSync(
+    config,
+    [
+      `storage: ${path.join(dir, 'storage')}`,
+      'auth:',
+      `  htpasswd: { file: ${path.join(dir, 'htpasswd')}, max_users: 10 }`,
+      'uplinks: {}',
+      'packages:',
+      "  '@mhsa/*': { access: $all, publish: $authenticated }",
+      "  'mhsa': { access: $all, publish: $authenticated }",
+      'log: { type: stdout, format: pretty, level: error }',
+      '',
+    ].join('\n'),
+  );
+  const server = spawn(process.execPath, [path.join(verdaccio, 'bin', 'verdaccio'), '--config', config, '--listen', `127.0.0.1:${port}`], {
+    stdio: 'ignore',
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${url}/-/ping`)).ok) break;
+    } catch {}
+    if (i > 100) throw new Error('the local registry did not start');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const user = await fetch(`${url}/-/user/org.couchdb.user:rehearsal`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'rehearsal', password: 'rehearsal' }),
+  }).then((r) => r.json());
+  const npmrc = path.join(dir, 'npmrc');
+  fs.writeFileSync(npmrc, `registry=${url}/\n//127.0.0.1:${port}/:_authToken=${user.token}\n`);
+  return { server, url, npmrc };
+}
+
+function npmCli() {
+  return path.join(path.dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js');
+}
+
+/** A fresh consumer project; returns its directory. */
+function consumer(name) {
+  const dir = path.join(work, 'consumers', name);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `consumer-${name}`, version: '1.0.0', private: true }));
+  return dir;
+}
+
+function timed(fn) {
+  const t0 = process.hrtime.bigint();
+  fn();
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+/** Runs consumer-smoke.js in dir with the given node (and wrapper); checks what it prints. */
+function smoke(dir, label, nodeCommand, expectArch) {
+  let out;
+  // Copied in: run from scripts/, require('mhsa') would find this checkout by self-reference.
+  fs.copyFileSync(path.join(__dirname, 'consumer-smoke.js'), path.join(dir, 'consumer-smoke.js'));
+  try {
+    out = JSON.parse(sh(nodeCommand[0], [...nodeCommand.slice(1), 'consumer-smoke.js'], { cwd: dir }).trim().split('\n').pop());
+  } catch (e) {
+    check(false, `${label}: the smoke run failed: ${e.message.split('\n').slice(0, 6).join(' | ')}`);
+    return;
+  }
+  const errors = [...out.attention, ...out.block];
+  check(
+    out.arch === expectArch && out.platformPackage !== null && out.pinsAsyncBuffers === true && errors.every((e) => e < 1e-5),
+    `${label}: node ${out.node} (ABI ${out.abi}, ${out.arch}, isa ${out.isa}) loads ${out.platformPackage && path.basename(out.platformPackage)}, ` +
+      `pinsAsyncBuffers ${out.pinsAsyncBuffers}; attention ${out.attention.map((e) => e.toExponential(1)).join('/')}, ` +
+      `block ${out.block.map((e) => e.toExponential(1)).join('/')} (sync/async rel. error vs float64)`,
+  );
+}
+
+function npmInstall(dir, env, registry, extra = []) {
+  sh(process.execPath, [npmCli(), 'install', `mhsa@${version}`, '--no-audit', '--no-fund', '--loglevel=error', `--userconfig=${registry.npmrc}`,
+    `--cache=${path.join(work, 'npm-cache')}`, ...extra], { cwd: dir, env });
+}
+
+/** The newest GLIBC_x.y[.z] among a binary's version needs, as numbers. */
+function newestGlibc(file) {
+  const versions = [...sh('readelf', ['-V', '--wide', file]).matchAll(/Name: GLIBC_([\d.]+)/g)].map((m) => m[1].split('.').map(Number));
+  const newer = (a, b) => {
+    for (let i = 0; i < Math.max(a.length, b.length); i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) > (b[i] ?? 0);
+    return false;
+  };
+  return versions.reduce((a, b) => (newer(b, a) ? b : a), [0]);
+}
+
+function checkGlibc() {
+  for (const platform of platforms.filter((p) => p.startsWith('linux-'))) {
+    const dir = path.join(release, 'packages', platform);
+    for (const f of fs.readdirSync(dir).filter((f) => f.endsWith('.node'))) {
+      const [major, minor, patch] = newestGlibc(path.join(dir, f));
+      const ok = major < GLIBC_CEILING[0] || (major === GLIBC_CEILING[0] && minor <= GLIBC_CEILING[1]);
+      check(ok, `${platform}/${f}: newest glibc symbol version GLIBC_${[major, minor, patch].filter((x) => x !== undefined).join('.')} (ceiling ${GLIBC_CEILING.join('.')})`);
+    }
+  }
+}
+
+/**
+ * Jest test files against a platform package, in a copy of the checkout's
+ * lib/, test/ and benchmarks/ with no build/ and the package in its
+ * node_modules. The copy sits inside the checkout, so the dev dependencies
+ * resolve from the checkout's node_modules above it.
+ */
+function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests, extraEnv = {}) {
+  const dir = path.join(work, `tests-${label.replace(/\W+/g, '-')}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(path.join(dir, 'node_modules', path.dirname(packageName)), { recursive: true });
+  const skip = path.join(root, 'benchmarks', 'results');
+  for (const f of ['package.json', 'jest.config.js', 'tsconfig.json', 'lib', 'test', 'benchmarks']) {
+    fs.cpSync(path.join(root, f), path.join(dir, f), { recursive: true, filter: (src) => src !== skip });
+  }
+  fs.cpSync(packageDir, path.join(dir, 'node_modules', packageName), { recursive: true });
+  const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+  const seconds = timed(() => {
+    const r = spawnSync(nodeCommand[0], [...nodeCommand.slice(1), jest, '--runInBand', ...tests], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, MHSA_ADDON: '', ...extraEnv },
+    });
+    const summary = `${r.stderr}`.split('\n').filter((l) => /^Tests:|^Test Suites:/.test(l)).join('; ');
+    check(r.status === 0, `${label}: jest ${tests.map((t) => path.basename(t, '.test.ts')).join(', ')}: ${summary || r.stderr.slice(-2000)}`);
+  });
+  report.push(`     (${label}: ${seconds.toFixed(0)} s)`);
+}
+
+/** jest 30 resolves modules with unrs-resolver, a native addon: the checkout has its own platform's binary only. */
+function jestResolverFor(platform) {
+  const unrs = JSON.parse(fs.readFileSync(path.join(root, 'node_modules', 'unrs-resolver', 'package.json'), 'utf8')).version;
+  const binding = registryPackage(`@unrs/resolver-binding-${platform}-gnu@${unrs}`);
+  return { NAPI_RS_NATIVE_LIBRARY_PATH: path.join(binding, fs.readdirSync(binding).find((f) => f.endsWith('.node'))) };
+}
+
+async function main() {
+  const started = Date.now();
+  if (!args.includes('--no-pack')) sh(process.execPath, [path.join(__dirname, 'pack.js'), ...platforms], { stdio: ['ignore', 'inherit', 'inherit'] });
+  fs.rmSync(work, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const registry = await startRegistry();
+  try {
+    for (const f of fs.readdirSync(release).filter((f) => f.endsWith('.tgz'))) {
+      sh(process.execPath, [npmCli(), 'publish', path.join(release, f), `--userconfig=${registry.npmrc}`, '--loglevel=error']);
+    }
+    const env = { ...process.env, PATH: bareBin() };
+    for (const k of Object.keys(env)) if (k.startsWith('npm_')) delete env[k];
+
+    if (platforms.includes('linux-x64')) {
+      const npmDefault = consumer('npm');
+      const cold = timed(() => npmInstall(npmDefault, env, registry));
+      fs.rmSync(path.join(npmDefault, 'node_modules'), { recursive: true });
+      fs.rmSync(path.join(npmDefault, 'package-lock.json'));
+      const warm = timed(() => npmInstall(npmDefault, env, registry));
+      const size = duBytes(path.join(npmDefault, 'node_modules'));
+      check(warm <= 5 && size <= 5e6, `npm install mhsa: ${warm.toFixed(1)} s from a warm cache (${cold.toFixed(1)} s cold), node_modules ${MB(size)}`);
+      check(!fs.existsSync(path.join(npmDefault, 'node_modules', 'mhsa', 'build')), 'nothing was built on install (no node_modules/mhsa/build)');
+      for (const major of NODE_MAJORS) {
+        const node = major === Number(process.versions.node.split('.')[0]) ? process.execPath : path.join(nodeDist('linux', 'x64', major, cache), 'bin', 'node');
+        smoke(npmDefault, `npm, Node ${major}`, [node], 'x64');
+      }
+      const ignoring = consumer('npm-ignore-scripts');
+      npmInstall(ignoring, env, registry, ['--ignore-scripts']);
+      smoke(ignoring, 'npm --ignore-scripts', [process.execPath], 'x64');
+
+      const pnpm = tool('pnpm', '10.34.9');
+      const viaPnpm = consumer('pnpm');
+      const pnpmSeconds = timed(() =>
+        sh(process.execPath, [path.join(pnpm, 'bin', 'pnpm.cjs'), 'add', `mhsa@${version}`, `--registry=${registry.url}/`,
+          `--store-dir=${path.join(work, 'pnpm-store')}`, '--reporter=silent'], { cwd: viaPnpm, env }),
+      );
+      report.push(`     pnpm add mhsa: ${pnpmSeconds.toFixed(1)} s cold, node_modules ${MB(duBytes(path.join(viaPnpm, 'node_modules')))}`);
+      smoke(viaPnpm, 'pnpm 10', [process.execPath], 'x64');
+      testsAgainstPackage('x64 package', path.join(npmDefault, 'node_modules', '@mhsa', 'linux-x64-gnu'), '@mhsa/linux-x64-gnu',
+        [process.execPath], [...OP_AND_BLOCK_TESTS, ...BINDING_TESTS]);
+    }
+
+    if (platforms.includes('linux-arm64')) {
+      const arm64 = consumer('npm-arm64');
+      npmInstall(arm64, env, registry, ['--cpu=arm64', '--os=linux', '--libc=glibc']);
+      const armNode = path.join(nodeDist('linux', 'arm64', NODE_MAJORS[0], cache), 'bin', 'node');
+      const qemu = ['qemu-aarch64', '-L', '/usr/aarch64-linux-gnu', armNode];
+      smoke(arm64, 'arm64 under qemu-aarch64', qemu, 'arm64');
+      testsAgainstPackage('arm64 package under qemu', path.join(arm64, 'node_modules', '@mhsa', 'linux-arm64-gnu'), '@mhsa/linux-arm64-gnu',
+        qemu, OP_AND_BLOCK_TESTS, jestResolverFor('linux-arm64'));
+    }
+
+    if (args.includes('--compare-onnxruntime')) {
+      const ort = consumer('onnxruntime-node');
+      fs.writeFileSync(path.join(ort, '.npmrc'), 'onnxruntime-node-install=skip\n');
+      const install = () => sh('npm', ['install', 'onnxruntime-node@1.30.0', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: ort });
+      install();
+      fs.rmSync(path.join(ort, 'node_modules'), { recursive: true });
+      fs.rmSync(path.join(ort, 'package-lock.json'));
+      const seconds = timed(install);
+      report.push(`     beside it, npm install onnxruntime-node@1.30.0: ${seconds.toFixed(1)} s from a warm cache, node_modules ${MB(duBytes(path.join(ort, 'node_modules')))}`);
+    }
+    checkGlibc();
+  } finally {
+    registry.server.kill();
+  }
+  console.log(`\nrelease rehearsal (${platforms.join(', ')}), ${((Date.now() - started) / 1000).toFixed(0)} s:\n${report.join('\n')}`);
+  if (failures.length > 0) {
+    console.error(`\n${failures.length} check(s) failed`);
+    process.exit(1);
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
