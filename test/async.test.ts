@@ -222,7 +222,9 @@ test('async rejections and resolutions interleave without disturbing each other'
 // ---------------------------------------------------------------- off the JS thread
 
 test('a timer and an immediate run while a long attentionAsync is in flight', async () => {
-  const shape = [1, 8, 1024, 64];
+  // Long enough (34 GFLOP, ~0.2 s on 2 cores) that a loaded machine cannot finish it before a 1 ms
+  // timer: at a quarter of this size, a fast CPU did, under a full parallel jest run.
+  const shape = [1, 8, 4096, 64];
   const q = T(shape);
   const k = T(shape);
   const v = T(shape);
