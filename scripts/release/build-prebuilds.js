@@ -55,7 +55,10 @@ function stage(dir) {
 /** node-gyp configure + build in dir against nodeRoot's headers; returns build/Release. */
 function gyp(dir, toolchain, nodeRoot, defines) {
   const nodeGyp = require.resolve('node-gyp/bin/node-gyp.js', { paths: [root] });
-  const env = { ...process.env, ...toolchain.env };
+  // node-gyp lets npm's config in the environment override its flags (under `npm run`, a user's
+  // nodedir would build every pinning module against one Node): this build's flags only.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_(package_)?config_/i.test(k)));
+  Object.assign(env, toolchain.env);
   const common = ['--release', '--loglevel=warn', `--nodedir=${nodeRoot}`, `--arch=${toolchain.arch}`];
   run(process.execPath, [nodeGyp, 'configure', ...common, '--', ...defines.map((d) => `-D${d}=1`)], { cwd: dir, env });
   run(process.execPath, [nodeGyp, 'build', '--release', '--loglevel=warn', '-j', String(os.availableParallelism())], { cwd: dir, env });
