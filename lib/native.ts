@@ -1,4 +1,4 @@
-/** The addon's raw entry points, loaded by lib/load-addon.ts. */
+// The addon's raw entry points (found by lib/load-addon.ts) and the descriptor that packs their numeric arguments.
 import { loadAddon } from './load-addon';
 
 /** Completion callback of an async native call. */

@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// Builds the native addon with node-gyp from binding.gyp, offline.
+// Builds the native addon with node-gyp from binding.gyp, offline: `npm install`
+// in a checkout runs it (the prepare script). Installs from the registry never
+// do; they take a prebuilt package (docs/design/prebuilds.md).
 //
 // node-gyp downloads Node's headers unless told where they are. When the
 // running Node ships its headers (<prefix>/include/node/node_api.h, true for
@@ -44,9 +46,9 @@ if (result.status !== 0) {
 }
 
 // The objects, the per-ISA static libraries and the dependency files are half
-// of what the build leaves (2.1 of 4.4 MB in a consumer's node_modules), and
-// nothing reads them again: `node-gyp rebuild` starts from scratch every time.
-// build/Release/mhsa.node is all the package loads.
+// of what the build leaves (2.1 of 4.4 MB), and nothing reads them again:
+// `node-gyp rebuild` starts from scratch every time. build/Release/mhsa.node
+// is all the package loads.
 const release = path.join(root, 'build', 'Release');
 for (const entry of fs.readdirSync(release)) {
   if (entry === 'obj.target' || entry === '.deps' || entry.endsWith('.a')) {

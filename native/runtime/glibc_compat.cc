@@ -61,7 +61,8 @@ __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
 
 // glibc 2.36's arc4random, which static libstdc++'s std::random_device
 // reaches (the addon never makes one, but the archive member comes with the
-// strings it does use): the kernel's getrandom, as glibc does it.
+// strings it does use): the kernel's getrandom, as glibc does it. Every kernel
+// Node 20 runs on (4.18+) has it; the loop retries an interrupted call.
 __attribute__((visibility("hidden"))) uint32_t __wrap_arc4random(void) {
   uint32_t value = 0;
   while (syscall(SYS_getrandom, &value, sizeof value, 0) != static_cast<long>(sizeof value)) {
