@@ -31,8 +31,8 @@ const OP_AND_BLOCK_TESTS = ['matmul', 'softmax', 'attention', 'layernorm', 'prep
  * 400 s); scripts/cross-arm64.sh runs the native kernel tests at every awkward size instead.
  */
 const EMULATED_TESTS = ['fixtures', 'layernorm', 'block'].map((t) => `test/${t}.test.ts`);
-/** What the prebuilt addon changes beyond the kernels: async buffer pinning, worker threads. */
-const BINDING_TESTS = ['async', 'lying-values', 'worker-threads'].map((t) => `test/${t}.test.ts`);
+/** What else a prebuilt x64 addon must get right: every SIMD table (MHSA_ISA), async buffer pinning, workers. */
+const BINDING_TESTS = ['isa-paths', 'async', 'lying-values', 'worker-threads'].map((t) => `test/${t}.test.ts`);
 
 const args = process.argv.slice(2);
 const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
@@ -237,6 +237,8 @@ function jestResolverFor(platform) {
 async function main() {
   const started = Date.now();
   if (!args.includes('--no-pack')) sh(process.execPath, [path.join(__dirname, 'pack.js'), ...platforms], { stdio: ['ignore', 'inherit', 'inherit'] });
+  // dist/ as of lib/ (pack.js compiles it too): the copied tests load it in children and workers.
+  else sh('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: root });
   fs.rmSync(work, { recursive: true, force: true });
   fs.mkdirSync(work, { recursive: true });
   const registry = await startRegistry();
