@@ -95,10 +95,10 @@ function loadPrebuilt(root: string): LoadedAddon {
 
 /** Loads the addon this process should use (see the module comment), or throws saying why there is none. */
 export function loadAddon(env: NodeJS.ProcessEnv = process.env): LoadedAddon {
-  const root = packageRoot();
   const chosen = env.MHSA_ADDON;
+  if (chosen !== undefined && chosen !== '' && chosen !== 'cmake') return loadFile(path.resolve(chosen), 'MHSA_ADDON');
+  const root = packageRoot();
   if (chosen === 'cmake') return loadFile(path.join(root, 'build-cmake', 'Release', 'mhsa.node'), 'MHSA_ADDON');
-  if (chosen !== undefined && chosen !== '') return loadFile(path.resolve(chosen), 'MHSA_ADDON');
   const local = path.join(root, 'build', 'Release', 'mhsa.node');
   if (fs.existsSync(local)) return loadFile(local, 'local build');
   return loadPrebuilt(root);

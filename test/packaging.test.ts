@@ -394,6 +394,21 @@ describe('as installed from the registry', () => {
     });
   });
 
+  test('MHSA_ADDON needs no package.json above dist/ (benchmarks/ab-addons.js loads bare copies of dist/)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-bare-dist-'));
+    try {
+      fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
+      const r = spawnSync(process.execPath, ['-e', 'console.log(require("./dist/lib").info().isa)'], {
+        cwd: dir,
+        env: { ...process.env, MHSA_ADDON: built },
+        encoding: 'utf8',
+      });
+      expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a local build is preferred to the platform package; a broken one is named, not skipped', () => {
     const pkgDir = `node_modules/${platformPackage ?? '@mhsa/none'}`;
     installedCopy({ [`${pkgDir}/package.json`]: path.join(ROOT, 'package.json'), [`${pkgDir}/mhsa.node`]: built, 'build/Release/mhsa.node': built }, (dir) => {
