@@ -14,6 +14,7 @@
 #include "../runtime/thread_pool.h"
 #include "async_job.h"
 #include "bindings.h"
+#include "native_error.h"
 
 namespace mhsa {
 namespace {
@@ -84,12 +85,8 @@ Napi::Value guarded(const Napi::CallbackInfo& info, const char* fn) {
     return Body(info);
   } catch (const Napi::Error&) {
     throw;
-  } catch (const std::bad_alloc&) {
-    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": out of memory (std::bad_alloc)");
-  } catch (const std::exception& e) {
-    throw Napi::Error::New(info.Env(), std::string(fn) + ": " + e.what());
   } catch (...) {
-    throw Napi::Error::New(info.Env(), "mhsa: unknown native error");
+    throw toJsError(info.Env(), currentExceptionAsError(fn));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "async_job.h"
 
 #include "buffer_pinning.h"
+#include "native_error.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -15,8 +16,6 @@
 
 namespace mhsa {
 namespace {
-
-enum class ErrorKind { None, Range, Generic };
 
 struct EnvState {
   napi_threadsafe_function tsfn = nullptr;
@@ -33,8 +32,7 @@ struct Job {
   std::vector<void*> held;
   napi_ref callback = nullptr;
   EnvState* state = nullptr;
-  ErrorKind error = ErrorKind::None;
-  std::string message;
+  NativeError error;
 
   ~Job() {
     for (void* h : held) pinning->release(h);
@@ -47,20 +45,12 @@ std::atomic<const MhsaBufferPinning*> activePinning{v8BufferPinning()};
 std::atomic<const MhsaBufferPinning*> activePinning{nullptr};
 #endif
 
-// Runs work and turns any C++ exception into an error for the callback:
-// native code never lets an exception escape into Node.
+// Runs work and turns any C++ exception into an error for the callback.
 void runCatching(Job* job) {
   try {
     job->work();
-  } catch (const std::bad_alloc&) {
-    job->error = ErrorKind::Range;
-    job->message = std::string(job->fn) + ": out of memory while computing (std::bad_alloc)";
-  } catch (const std::exception& e) {
-    job->error = ErrorKind::Generic;
-    job->message = std::string(job->fn) + ": " + e.what();
   } catch (...) {
-    job->error = ErrorKind::Generic;
-    job->message = std::string(job->fn) + ": unknown native error";
+    job->error = currentExceptionAsError(job->fn);
   }
 }
 
@@ -136,16 +126,10 @@ void deliver(napi_env env, napi_value /*jsCallback*/, void* /*context*/, void* d
   napi_value callback = nullptr, global = nullptr, arg = nullptr;
   napi_get_reference_value(env, job->callback, &callback);
   napi_get_global(env, &global);
-  if (job->error == ErrorKind::None) {
+  if (job->error.kind == NativeError::Kind::None)
     napi_get_null(env, &arg);
-  } else {
-    napi_value msg;
-    napi_create_string_utf8(env, job->message.c_str(), job->message.size(), &msg);
-    if (job->error == ErrorKind::Range)
-      napi_create_range_error(env, nullptr, msg, &arg);
-    else
-      napi_create_error(env, nullptr, msg, &arg);
-  }
+  else
+    arg = jsErrorOf(env, job->error);
   for (napi_ref r : job->refs) napi_delete_reference(env, r);
   napi_delete_reference(env, job->callback);
   delete job;
@@ -249,14 +233,10 @@ void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callback
   }
   try {
     work();
-  } catch (const std::bad_alloc&) {
-    throw Napi::RangeError::New(env, std::string(fn) + ": out of memory while computing (std::bad_alloc)");
   } catch (const Napi::Error&) {
     throw;
-  } catch (const std::exception& e) {
-    throw Napi::Error::New(env, std::string(fn) + ": " + e.what());
   } catch (...) {
-    throw Napi::Error::New(env, std::string(fn) + ": unknown native error");
+    throw toJsError(env, currentExceptionAsError(fn));
   }
 }
 

@@ -10,6 +10,7 @@
 #include "../runtime/thread_pool.h"
 #include "exp_poly.h"
 #include "gemm.h"
+#include "kernel_math.h"
 #include "kernel_table.h"
 #include "scratch.h"
 
@@ -26,7 +27,6 @@
 namespace mhsa {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // The tiled path works in base 2: log2(e) is folded into the scale of S^T
 // (and into an additive mask as it is added), so the column softmax computes
 // 2^(s - max), the same value as exp of the unscaled logits, without a
@@ -48,8 +48,6 @@ inline float maskToBase2(float m) {
   const float x = m * kLog2e;
   return std::isinf(x) && std::isfinite(m) ? std::copysign(std::numeric_limits<float>::max(), m) : x;
 }
-
-inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // Number of keys query row i may see (may be <= 0 under the causal rule).
 inline int64_t visibleKeys(const AttentionProblem& p, int64_t i) {

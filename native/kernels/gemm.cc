@@ -12,14 +12,13 @@
 #endif
 
 #include "../runtime/thread_pool.h"
+#include "kernel_math.h"
 #include "kernel_table.h"
 #include "layernorm.h"
 #include "scratch.h"
 
 namespace mhsa {
 namespace {
-
-inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // Interleaves 4 source lines, each contiguous over k (line l starts at
 // src + l * lineStride), into dst k-major: dst[k * ld + l] = line_l[k] for

@@ -4,13 +4,12 @@
 #include <limits>
 
 #include "../runtime/thread_pool.h"
+#include "kernel_math.h"
 #include "kernel_table.h"
 #include "scratch.h"
 
 namespace mhsa {
 namespace {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The unnormalized softmax of row x into `work` (n floats; may be x itself):
 // work = exp(x * scale - max), returning the sum, or 0 for a row whose scaled
