@@ -86,8 +86,9 @@ function bareBin() {
   fs.mkdirSync(bin, { recursive: true });
   fs.rmSync(path.join(bin, 'node'), { force: true });
   fs.symlinkSync(process.execPath, path.join(bin, 'node'));
-  const found = COMPILERS.filter((c) => fs.existsSync(path.join(bin, c)));
-  check(found.length === 0, `no compiler on the consumers' PATH (${COMPILERS.join(', ')} hidden)`);
+  // Asked the way npm and node-gyp would find them: by running them on that PATH.
+  const found = COMPILERS.filter((c) => spawnSync(c, ['--version'], { env: { PATH: bin } }).error === undefined);
+  check(found.length === 0, `no compiler on the consumers' PATH (${COMPILERS.join(', ')} hidden)${found.length ? `: found ${found.join(', ')}` : ''}`);
   return bin;
 }
 
