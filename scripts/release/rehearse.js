@@ -15,7 +15,7 @@
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { NODE_MAJORS, nodeDist } = require('./node-dists');
+const { NODE_MAJORS, nodeDist, registryPackage } = require('./node-dists');
 
 const root = path.resolve(__dirname, '..', '..');
 const release = path.join(root, 'release');
@@ -67,17 +67,6 @@ function tool(name, spec, overrides) {
     sh('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir });
   }
   return path.join(dir, 'node_modules', name);
-}
-
-/** A package's files from the registry (npm pack, unpacked once under release/cache/packages). */
-function registryPackage(spec) {
-  const dir = path.join(cache, 'packages', spec.replace(/[@/]/g, '_'));
-  if (!fs.existsSync(path.join(dir, 'package', 'package.json'))) {
-    fs.mkdirSync(dir, { recursive: true });
-    const tgz = sh('npm', ['pack', '--silent', spec], { cwd: dir }).trim();
-    sh('tar', ['xzf', tgz], { cwd: dir });
-  }
-  return path.join(dir, 'package');
 }
 
 /** A directory whose PATH holds node and nothing else: no compiler, make or python can be found. */
@@ -231,7 +220,7 @@ function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests,
 /** jest 30 resolves modules with unrs-resolver, a native addon: the checkout has its own platform's binary only. */
 function jestResolverFor(platform) {
   const unrs = JSON.parse(fs.readFileSync(path.join(root, 'node_modules', 'unrs-resolver', 'package.json'), 'utf8')).version;
-  const binding = registryPackage(`@unrs/resolver-binding-${platform}-gnu@${unrs}`);
+  const binding = registryPackage(`@unrs/resolver-binding-${platform}-gnu@${unrs}`, cache);
   return { NAPI_RS_NATIVE_LIBRARY_PATH: path.join(binding, fs.readdirSync(binding).find((f) => f.endsWith('.node'))) };
 }
 
