@@ -270,10 +270,13 @@ function prepareAttention(
   // Only checked values from here on (out.data too): no getter of the caller's runs while the
   // shared Descriptor is filled, so no nested call can overwrite it.
   const args = (stage?: number): unknown[] => {
-    const d = new Descriptor(stage)
-      .number(LAYOUT_CODE[layout]).shape(qs).shape(ks).shape(vs).shape(out4)
-      .flag(scale !== undefined).number(scale ?? 0).flag(causal).shape(maskArgs[1]);
-    if (strided) d.number(tokenStride).number(tokenStride).number(tokenStride);
+    const d = new Descriptor('attention', stage)
+      .number('layout', LAYOUT_CODE[layout]).shape('q.shape', qs).shape('k.shape', ks).shape('v.shape', vs)
+      .shape('out.shape', out4).flag('hasScale', scale !== undefined).number('scale', scale ?? 0)
+      .flag('causal', causal).shape('mask.shape', maskArgs[1]);
+    if (strided) {
+      d.number('q seq stride', tokenStride).number('k seq stride', tokenStride).number('v seq stride', tokenStride);
+    }
     return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ? pad.data : null, weights ? weights.data : null, d.done()];
   };
   const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];

@@ -39,7 +39,7 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
   checkNoAlias(fn, 'options.out', out.data, 'options.bias', bias?.data);
   const args = (stage?: number): unknown[] => [
     tx.data, out.data, weight ? weight.data : null, bias ? bias.data : null,
-    new Descriptor(stage).shape(tx.shape).shape(tx.shape).number(eps).done(),
+    new Descriptor('layerNorm', stage).shape('x.shape', tx.shape).shape('out.shape', tx.shape).number('eps', eps).done(),
   ];
   const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
   if (weight) buffers.push(['options.weight', weight.data]);

@@ -83,17 +83,18 @@ type PreparedMatmul = ReturnType<typeof prepareMatmul>;
 
 /** The native call's arguments, the descriptor built last (it is shared and read before the call returns). */
 function nativeArgs(p: PreparedMatmul, stage?: number): unknown[] {
-  return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulFields(p, stage).done()];
+  return [p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, matmulFields(p, 'matmul', stage).done()];
 }
 
-function matmulFields(p: PreparedMatmul, stage?: number): Descriptor {
-  return new Descriptor(stage)
-    .shape(p.a.shape).shape(p.b.shape).shape(p.c ? p.c.shape : null).shape(p.shape)
-    .flag(p.transposeA).flag(p.transposeB).number(p.alpha).number(p.beta).flag(p.packed);
+function matmulFields(p: PreparedMatmul, op: 'matmul' | 'layerNormMatmul', stage?: number): Descriptor {
+  return new Descriptor(op, stage)
+    .shape('a.shape', p.a.shape).shape('b.shape', p.b.shape).shape('c.shape', p.c ? p.c.shape : null)
+    .shape('out.shape', p.shape).flag('transposeA', p.transposeA).flag('transposeB', p.transposeB)
+    .number('alpha', p.alpha).number('beta', p.beta).flag('bPacked', p.packed);
 }
 
 function matmulDescriptor(p: PreparedMatmul): Float64Array {
-  return matmulFields(p).done();
+  return matmulFields(p, 'matmul').done();
 }
 
 /**
@@ -175,7 +176,7 @@ export function layerNormMatmulAsync(
 function layerNormMatmulArgs(p: PreparedMatmul, norm: RowLayerNorm, stage?: number): unknown[] {
   return [
     p.a.data, p.b.data, p.c ? p.c.data : null, p.out.data, norm.weight?.data ?? null, norm.bias?.data ?? null,
-    matmulFields(p, stage).number(norm.eps).done(),
+    matmulFields(p, 'layerNormMatmul', stage).number('eps', norm.eps).done(),
   ];
 }
 

@@ -14,6 +14,8 @@ export interface NativeAddon {
   /** Runs the stages in order as one call (one async job with done): [kind, ...that op's arguments] each. */
   sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
+  /** Each op's descriptor fields in order, [kind, name] (native/ops/descriptor_layouts.h). */
+  descriptorLayouts(): Record<DescriptorOp, { fields: DescriptorField[]; optional: DescriptorField[] }>;
   /** The checked header of a safetensors image, or the error to throw (native/formats/safetensors.h). */
   parseSafetensors(bytes: Uint8Array):
     | { dataStart: number; entries: [string, string, number[], number, number][]; metadata: [string, string][] }
@@ -59,13 +61,38 @@ function warnAboutEnvironment(env: NodeJS.ProcessEnv): void {
 }
 warnAboutEnvironment(process.env);
 
+/** An op whose numeric arguments travel in a Descriptor (native/ops/descriptor_layouts.h lists their order). */
+export type DescriptorOp = 'matmul' | 'layerNormMatmul' | 'softmax' | 'attention' | 'layerNorm' | 'packedSize' | 'packMatrix';
+
+/** One field of a descriptor: how it is packed, and the name the addon's errors use. */
+export type DescriptorField = [kind: 'shape' | 'number' | 'flag', name: string];
+
+/** A descriptor as written, field by field (see recordDescriptors). */
+export interface RecordedDescriptor {
+  op: DescriptorOp;
+  fields: DescriptorField[];
+}
+
+let recorded: RecordedDescriptor[] | null = null;
+let recording: RecordedDescriptor | null = null;
+
+/**
+ * Starts (a list) or stops (null) recording each descriptor's field names as
+ * it is built, so a test can check them against the addon's layouts.
+ */
+export function recordDescriptors(into: RecordedDescriptor[] | null): void {
+  recorded = into;
+  recording = null;
+}
+
 /** Floats of the shared descriptor buffer that each stage of one native.sequence call gets (at most 8 stages). */
 const STAGE_REGION = 128;
 
 /**
  * Packs the numeric arguments of one native call (shapes as rank + dims,
  * flags as 0/1, scalars) into a Float64Array: one N-API round trip instead of
- * one per dim. The buffer is reused: the addon reads it before returning.
+ * one per dim. Fields go in the order native/ops/descriptor_layouts.h gives
+ * for the op, under the names it gives (test/descriptor-layouts.test.ts). The buffer is reused: the addon reads it before returning.
  * A stage of native.sequence passes its index, and gets a region of the buffer
  * that the other stages' descriptors, built before the same call, do not touch.
  */
@@ -77,14 +104,16 @@ export class Descriptor {
   private readonly end: number;
   private pos: number;
 
-  constructor(stage?: number) {
+  constructor(op: DescriptorOp, stage?: number) {
     this.start = stage === undefined ? 0 : stage * STAGE_REGION;
     this.end = stage === undefined ? Descriptor.buffer.length : this.start + STAGE_REGION;
     if (this.end > Descriptor.buffer.length) throw new Error(`mhsa: internal error: no descriptor region for stage ${stage}`);
     this.pos = this.start;
+    if (recorded) recorded.push((recording = { op, fields: [] }));
   }
 
-  shape(dims: readonly number[] | null): this {
+  shape(name: string, dims: readonly number[] | null): this {
+    if (recording) recording.fields.push(['shape', name]);
     const b = Descriptor.buffer;
     if (dims === null) {
       b[this.pos++] = 0;
@@ -95,12 +124,14 @@ export class Descriptor {
     return this;
   }
 
-  number(x: number): this {
+  number(name: string, x: number): this {
+    if (recording) recording.fields.push(['number', name]);
     Descriptor.buffer[this.pos++] = x;
     return this;
   }
 
-  flag(x: boolean): this {
+  flag(name: string, x: boolean): this {
+    if (recording) recording.fields.push(['flag', name]);
     Descriptor.buffer[this.pos++] = x ? 1 : 0;
     return this;
   }

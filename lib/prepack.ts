@@ -75,9 +75,9 @@ function preparePack(fn: string, b: TensorLike, options: PrepackOptions | undefi
   if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
   const transpose = optBoolean(fn, 'transpose', opts.transpose, false);
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
-  const size = native.packedSize(new Descriptor().shape([k, n]).done());
+  const size = native.packedSize(new Descriptor('packedSize').shape('b.shape', [k, n]).done());
   const data = allocateFloats(fn, 'the packed matrix', size);
-  const args = (): unknown[] => [tb.data, data, new Descriptor().shape(tb.shape).flag(transpose).done()];
+  const args = (): unknown[] => [tb.data, data, new Descriptor('packMatrix').shape('b.shape', tb.shape).flag('transpose', transpose).done()];
   const buffers: NamedBuffer[] = [['b', tb.data], ['the packed result', data]];
   return { fn, args, result: new PackedMatrix(data, k, n), buffers };
 }

@@ -22,7 +22,7 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
   const args = (): unknown[] => [
-    tx.data, out.data, new Descriptor().shape(tx.shape).shape(tx.shape).number(scale).done(),
+    tx.data, out.data, new Descriptor('softmax').shape('x.shape', tx.shape).shape('out.shape', tx.shape).number('scale', scale).done(),
   ];
   const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
   return { fn, args, result: out.result, buffers };

@@ -171,8 +171,8 @@ test('a second call of the same shapes reuses the first call\'s stages, holding 
 });
 
 describe('native.sequence checks every stage before it runs any', () => {
-  // A valid stage: out (2 x 2) = a (2 x 3) · b (3 x 2). Descriptor: a.shape, b.shape, c.shape, out.shape,
-  // transposeA, transposeB, alpha, beta, bPacked (lib/matmul.ts, matmulFields).
+  // A valid stage: out (2 x 2) = a (2 x 3) · b (3 x 2), its descriptor in the
+  // order of MHSA_MATMUL_FIELDS (native/ops/descriptor_layouts.h).
   const desc = () => Float64Array.from([2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0]);
   const a = Float32Array.from([1, 2, 3, 4, 5, 6]);
   const b = Float32Array.from([1, 0, 0, 1, 1, 1]);

@@ -84,7 +84,7 @@ describe('a resizable buffer in disguise is still refused by the async ops (shri
 
   (info().pinsAsyncBuffers ? test : test.skip)('the addon refuses a resizable buffer itself, whatever JS let through', () => {
     const x = new Float32Array(new Resizable(24, { maxByteLength: 48 }));
-    const descriptor = new Descriptor().shape([2, 3]).shape([2, 3]).number(1).done();
+    const descriptor = new Descriptor('softmax').shape('x.shape', [2, 3]).shape('out.shape', [2, 3]).number('scale', 1).done();
     let called = false;
     expect(() => native.softmax(x, new Float32Array(6), descriptor, () => (called = true))).toThrow(
       /^softmax: a buffer is backed by a resizable ArrayBuffer; async ops need fixed-length buffers$/,

@@ -9,6 +9,7 @@
 #include "../kernels/gemm_blas.h"
 #include "../kernels/kernel_table.h"
 #include "../kernels/scratch.h"
+#include "../ops/descriptor_layouts.h"
 #include "../runtime/calibrate.h"
 #include "../runtime/cpu_features.h"
 #include "../runtime/thread_pool.h"
@@ -34,6 +35,32 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
     r.Set("blas", env.Null());
   r.Set("pendingAsync", pendingAsync(env));
   r.Set("pinsAsyncBuffers", pinsAsyncBuffers());
+  return r;
+}
+
+// descriptorLayouts() -> { op: { fields: [kind, name][], optional: [kind, name][] } }:
+// native/ops/descriptor_layouts.h, for the test that checks lib/'s descriptors.
+Napi::Value descriptorLayoutsBinding(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const auto toArray = [&](const DescriptorFieldInfo* fields, size_t count) {
+    Napi::Array a = Napi::Array::New(env, count);
+    for (size_t i = 0; i < count; ++i) {
+      Napi::Array field = Napi::Array::New(env, 2);
+      field.Set(0u, fields[i].kind);
+      field.Set(1u, fields[i].name);
+      a.Set(static_cast<uint32_t>(i), field);
+    }
+    return a;
+  };
+  Napi::Object r = Napi::Object::New(env);
+  size_t count = 0;
+  const DescriptorLayoutInfo* layouts = descriptorLayouts(&count);
+  for (size_t i = 0; i < count; ++i) {
+    Napi::Object layout = Napi::Object::New(env);
+    layout.Set("fields", toArray(layouts[i].fields, layouts[i].fieldCount));
+    layout.Set("optional", toArray(layouts[i].optional, layouts[i].optionalCount));
+    r.Set(layouts[i].op, layout);
+  }
   return r;
 }
 
@@ -114,6 +141,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");
   exportFunction<calibrateBinding>(env, exports, "calibrate");
   exportFunction<infoBinding>(env, exports, "info");
+  exportFunction<descriptorLayoutsBinding>(env, exports, "descriptorLayouts");
   exportFunction<setNumThreadsBinding>(env, exports, "setNumThreads");
   exportFunction<setBufferPinningBinding>(env, exports, "setBufferPinning");
   exports.Set("defaultNumThreads", Napi::Number::New(env, defaultNumThreads()));

@@ -6,6 +6,7 @@
 #include "../kernels/layernorm.h"
 #include "../runtime/thread_pool.h"
 #include "descriptor.h"
+#include "descriptor_layouts.h"
 
 namespace mhsa {
 namespace {
@@ -37,22 +38,28 @@ Status checkNoOverlap(const char* fn, const char* outName, const BufferArg& out,
 namespace {
 
 // matmul's descriptor fields and checks, for matmul and layerNormMatmul (eps
-// non-null: one more field, read before the reader finishes).
+// non-null: its extra fields, read before the reader finishes).
 Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a, const BufferArg& b,
                       const BufferArg& c, const BufferArg& out, MatmulCall* call, double* eps) {
   DescriptorReader r(desc.data, desc.length, fn);
-  MatmulArgs args;
-  args.a = r.shape("a.shape");
-  args.b = r.shape("b.shape");
-  args.c = r.shape("c.shape");
-  args.out = r.shape("out.shape");
-  args.transposeA = r.flag("transposeA");
-  args.transposeB = r.flag("transposeB");
-  const double alpha = r.number("alpha");
-  const double beta = r.number("beta");
-  args.bPacked = r.flag("bPacked");
-  if (eps) *eps = r.number("eps");
+  MatmulFields f;
+  f.read(r);
+  if (eps) {
+    LayerNormMatmulExtraFields extra;
+    extra.read(r);
+    *eps = extra.eps;
+  }
   MHSA_RETURN_IF_ERROR(r.finish());
+  MatmulArgs args;
+  args.a = f.a;
+  args.b = f.b;
+  args.c = f.c;
+  args.out = f.out;
+  args.transposeA = f.transposeA;
+  args.transposeB = f.transposeB;
+  const double alpha = f.alpha;
+  const double beta = f.beta;
+  args.bPacked = f.bPacked;
   if (!isFiniteFloat(alpha) || !isFiniteFloat(beta))
     return Status::rangeError(std::string(fn) + ": alpha and beta must be finite float32 numbers");
   args.hasC = c.present;
@@ -116,11 +123,13 @@ void runCall(const MatmulCall& call) {
 Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call) {
   const char* fn = "softmax";
   DescriptorReader r(desc.data, desc.length, fn);
-  SoftmaxArgs args;
-  args.x = r.shape("x.shape");
-  args.out = r.shape("out.shape");
-  const double scale = r.number("scale");
+  SoftmaxFields f;
+  f.read(r);
   MHSA_RETURN_IF_ERROR(r.finish());
+  SoftmaxArgs args;
+  args.x = f.x;
+  args.out = f.out;
+  const double scale = f.scale;
   if (!isFiniteFloat(scale)) return Status::rangeError("softmax: scale must be a finite float32 number");
   args.xLength = x.length;
   args.outLength = out.length;
@@ -142,28 +151,31 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
                         const BufferArg& weights, AttentionCall* call) {
   const char* fn = "attention";
   DescriptorReader r(desc.data, desc.length, fn);
-  AttentionArgs args;
-  const double layout = r.number("layout");
-  args.q = r.shape("q.shape");
-  args.k = r.shape("k.shape");
-  args.v = r.shape("v.shape");
-  args.out = r.shape("out.shape");
-  args.hasScale = r.flag("hasScale");
-  args.scale = r.number("scale");
-  args.causal = r.flag("causal");
-  args.mask = r.shape("mask.shape");
-  // Optional: token strides of q, k, v (the block's fused QKV). Read first,
-  // judged after finish(), so an earlier field's error is the one reported.
-  const char* strideNames[3] = {"q seq stride", "k seq stride", "v seq stride"};
-  double strides[3] = {0, 0, 0};
+  AttentionFields f;
+  f.read(r);
+  // The optional token strides are read first and judged after finish(), so
+  // an earlier field's error is the one reported.
+  AttentionStrideFields strideFields;
   const bool hasStrides = !r.atEnd();
-  if (hasStrides)
-    for (int t = 0; t < 3; ++t) strides[t] = r.number(strideNames[t]);
+  if (hasStrides) strideFields.read(r);
   MHSA_RETURN_IF_ERROR(r.finish());
+  AttentionArgs args;
+  const double layout = f.layout;
+  args.q = f.q;
+  args.k = f.k;
+  args.v = f.v;
+  args.out = f.out;
+  args.hasScale = f.hasScale;
+  args.scale = f.scale;
+  args.causal = f.causal;
+  args.mask = f.mask;
+  const struct { const char* name; double value; } strides[3] = {{"q seq stride", strideFields.qSeqStride},
+                                                                  {"k seq stride", strideFields.kSeqStride},
+                                                                  {"v seq stride", strideFields.vSeqStride}};
   for (int t = 0; t < 3 && hasStrides; ++t) {
-    const double s = strides[t];
+    const double s = strides[t].value;
     if (!(s >= 0 && s <= kMaxSafeInteger) || s != static_cast<double>(static_cast<int64_t>(s)))
-      return Status::rangeError(std::string("attention: the ") + strideNames[t] +
+      return Status::rangeError(std::string("attention: the ") + strides[t].name +
                                 " must be a non-negative safe integer");
     args.seqStride[t] = static_cast<int64_t>(s);
   }
@@ -209,10 +221,12 @@ Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const Buffer
                         const BufferArg& bias, LayerNormCall* call) {
   const char* fn = "layerNorm";
   DescriptorReader r(desc.data, desc.length, fn);
-  const Shape xs = r.shape("x.shape");
-  const Shape os = r.shape("out.shape");
-  const double eps = r.number("eps");
+  LayerNormFields f;
+  f.read(r);
   MHSA_RETURN_IF_ERROR(r.finish());
+  const Shape& xs = f.x;
+  const Shape& os = f.out;
+  const double eps = f.eps;
   if (xs.empty()) return Status::rangeError("layerNorm: x must have at least 1 dim");
   MHSA_RETURN_IF_ERROR(checkLength(fn, "x", xs, x.length));
   MHSA_RETURN_IF_ERROR(checkLength(fn, "out", os, out.length));
@@ -246,8 +260,10 @@ void runCall(const LayerNormCall& call) {
 
 Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
   DescriptorReader r(desc.data, desc.length, "packMatrix");
-  const Shape s = r.shape("b.shape");
+  PackedSizeFields f;
+  f.read(r);
   MHSA_RETURN_IF_ERROR(r.finish());
+  const Shape& s = f.b;
   if (s.size() != 2) return Status::rangeError("packMatrix: b must be 2-D, received " + shapeToString(s));
   if (elementCount(s) < 0)
     return Status::rangeError("packMatrix: b.shape " + shapeToString(s) + " is too large");
@@ -258,9 +274,11 @@ Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
 Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, PackCall* call) {
   const char* fn = "packMatrix";
   DescriptorReader r(desc.data, desc.length, fn);
-  const Shape s = r.shape("b.shape");
-  const bool transpose = r.flag("transpose");
+  PackMatrixFields f;
+  f.read(r);
   MHSA_RETURN_IF_ERROR(r.finish());
+  const Shape& s = f.b;
+  const bool transpose = f.transpose;
   if (s.size() != 2) return Status::rangeError("packMatrix: b must be 2-D, received " + shapeToString(s));
   MHSA_RETURN_IF_ERROR(checkLength(fn, "b", s, b.length));
   // The packed matrix is op(b): [K, N] = b's shape, or its transpose.

@@ -32,8 +32,9 @@ struct Descriptor {
   size_t length = 0;
 };
 
-// matmul(a, b, c?, out) — desc: a.shape, b.shape, c.shape, out.shape, transposeA,
-// transposeB, alpha, beta, bPacked.
+// Each call's descriptor holds the fields that descriptor_layouts.h lists for it.
+
+// matmul(a, b, c?, out).
 struct MatmulCall {
   MatmulPlan plan;
   const float* a = nullptr;
@@ -48,14 +49,14 @@ Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg
                      const BufferArg& out, MatmulCall* call);
 void runCall(const MatmulCall& call);
 
-// layerNormMatmul(a, b, c?, out, weight?, bias?) — desc: matmul's, then eps.
+// layerNormMatmul(a, b, c?, out, weight?, bias?):
 // matmul of LayerNorm(a's rows) without writing the normalized a anywhere
 // (the block's LayerNorm before its QKV projection): a row-major (no
 // transposeA), b prepacked, K <= kGemmMaxLayerNormK, weight and bias K long.
 Status prepareLayerNormMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
                               const BufferArg& out, const BufferArg& weight, const BufferArg& bias, MatmulCall* call);
 
-// softmax(x, out) — desc: x.shape, out.shape, scale. out may be x itself.
+// softmax(x, out). out may be x itself.
 struct SoftmaxCall {
   SoftmaxPlan plan;
   const float* x = nullptr;
@@ -65,8 +66,7 @@ struct SoftmaxCall {
 Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call);
 void runCall(const SoftmaxCall& call);
 
-// attention(q, k, v, out, mask?, keyPaddingMask?, weights?) — desc: layout,
-// q.shape, k.shape, v.shape, out.shape, hasScale, scale, causal, mask.shape.
+// attention(q, k, v, out, mask?, keyPaddingMask?, weights?).
 struct AttentionCall {
   AttentionProblem problem{};
 };
@@ -75,7 +75,7 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
                         const BufferArg& weights, AttentionCall* call);
 void runCall(const AttentionCall& call);
 
-// layerNorm(x, out, weight?, bias?) — desc: x.shape, out.shape, eps. out may be x.
+// layerNorm(x, out, weight?, bias?). out may be x.
 struct LayerNormCall {
   const float* x = nullptr;
   float* out = nullptr;
@@ -88,10 +88,10 @@ Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const Buffer
                         const BufferArg& bias, LayerNormCall* call);
 void runCall(const LayerNormCall& call);
 
-// packedSize — desc: b.shape (2-D [K, N]). Floats a packed op(b) takes on this CPU.
+// packedSize: the floats a packed op(b) takes on this CPU, b 2-D [K, N].
 Status preparePackedSize(const Descriptor& desc, int64_t* floats);
 
-// packMatrix(b, out) — desc: b.shape, transpose. out = op(b) packed for the GEMM.
+// packMatrix(b, out): out = op(b) packed for the GEMM.
 struct PackCall {
   StridedMatrix b{};
   int64_t k = 0, n = 0;

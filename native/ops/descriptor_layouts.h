@@ -1,0 +1,90 @@
+// The numeric arguments of each native call, in the order lib/native.ts's
+// Descriptor packs them: the one definition of that order. calls.cc reads a
+// descriptor only through the structs below, and the binding exports the same
+// lists (descriptorLayouts), against which test/descriptor-layouts.test.ts
+// checks every descriptor that lib/ builds.
+//
+// Each list is X(kind, member, name): kind is a DescriptorReader method
+// (shape, number or flag), member the struct field, name what an error says.
+#pragma once
+
+#include <cstddef>
+
+#include "descriptor.h"
+
+#define MHSA_MATMUL_FIELDS(X)                                                                        \
+  X(shape, a, "a.shape") X(shape, b, "b.shape") X(shape, c, "c.shape") X(shape, out, "out.shape")    \
+  X(flag, transposeA, "transposeA") X(flag, transposeB, "transposeB") X(number, alpha, "alpha")      \
+  X(number, beta, "beta") X(flag, bPacked, "bPacked")
+
+// layerNormMatmul: matmul's fields, then these.
+#define MHSA_LAYER_NORM_MATMUL_EXTRA_FIELDS(X) X(number, eps, "eps")
+
+#define MHSA_SOFTMAX_FIELDS(X) X(shape, x, "x.shape") X(shape, out, "out.shape") X(number, scale, "scale")
+
+#define MHSA_ATTENTION_FIELDS(X)                                                                      \
+  X(number, layout, "layout") X(shape, q, "q.shape") X(shape, k, "k.shape") X(shape, v, "v.shape")   \
+  X(shape, out, "out.shape") X(flag, hasScale, "hasScale") X(number, scale, "scale")                 \
+  X(flag, causal, "causal") X(shape, mask, "mask.shape")
+
+// Optional, all or none: the token strides of q, k and v in floats (the
+// block's fused QKV read in place; attention_op.h).
+#define MHSA_ATTENTION_STRIDE_FIELDS(X) \
+  X(number, qSeqStride, "q seq stride") X(number, kSeqStride, "k seq stride") X(number, vSeqStride, "v seq stride")
+
+#define MHSA_LAYER_NORM_FIELDS(X) X(shape, x, "x.shape") X(shape, out, "out.shape") X(number, eps, "eps")
+
+#define MHSA_PACKED_SIZE_FIELDS(X) X(shape, b, "b.shape")
+
+#define MHSA_PACK_MATRIX_FIELDS(X) X(shape, b, "b.shape") X(flag, transpose, "transpose")
+
+namespace mhsa {
+
+namespace descriptor_field {
+using shape = Shape;
+using number = double;
+using flag = bool;
+}  // namespace descriptor_field
+
+#define MHSA_DESCRIPTOR_MEMBER(kind, member, name) descriptor_field::kind member{};
+#define MHSA_DESCRIPTOR_READ(kind, member, name) member = r.kind(name);
+
+// Reads the fields in order; errors collect in r (DescriptorReader::finish).
+#define MHSA_DESCRIPTOR_STRUCT(Type, FIELDS)              \
+  struct Type {                                           \
+    FIELDS(MHSA_DESCRIPTOR_MEMBER)                        \
+    void read(DescriptorReader& r) { FIELDS(MHSA_DESCRIPTOR_READ) } \
+  };
+
+MHSA_DESCRIPTOR_STRUCT(MatmulFields, MHSA_MATMUL_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(LayerNormMatmulExtraFields, MHSA_LAYER_NORM_MATMUL_EXTRA_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(SoftmaxFields, MHSA_SOFTMAX_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(AttentionFields, MHSA_ATTENTION_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(AttentionStrideFields, MHSA_ATTENTION_STRIDE_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(LayerNormFields, MHSA_LAYER_NORM_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(PackedSizeFields, MHSA_PACKED_SIZE_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(PackMatrixFields, MHSA_PACK_MATRIX_FIELDS)
+
+#undef MHSA_DESCRIPTOR_STRUCT
+#undef MHSA_DESCRIPTOR_READ
+#undef MHSA_DESCRIPTOR_MEMBER
+
+struct DescriptorFieldInfo {
+  const char* kind;  // "shape", "number" or "flag"
+  const char* name;
+};
+
+// One op's layout, as the binding exports it: the fields every descriptor has,
+// then a group that is either all present or all absent.
+struct DescriptorLayoutInfo {
+  const char* op;
+  const DescriptorFieldInfo* fields;
+  size_t fieldCount;
+  const DescriptorFieldInfo* optional;
+  size_t optionalCount;
+};
+
+// Every op's layout; *count receives how many.
+const DescriptorLayoutInfo* descriptorLayouts(size_t* count);
+
+}  // namespace mhsa
