@@ -5,9 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
