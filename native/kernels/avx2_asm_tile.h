@@ -28,7 +28,7 @@ namespace {
 // that core is busy: then 26 instructions no longer fit in 6 cycles and 20
 // still nearly do. On a shared Zen 3 host both forms ran 1024^3 in the same
 // best time (23-24 ms, one thread) but this one took 0.76x the median time,
-// level with OpenBLAS (RESULTS.md, entry 129). Each sum runs over k in the
+// level with OpenBLAS (docs/design/gemm-blocking.md). Each sum runs over k in the
 // intrinsic loops' order, so the bits are the same.
 //
 // Registers: B's two vectors of a k step in ymm0/ymm1, A's value broadcast
@@ -113,7 +113,7 @@ constexpr int64_t kFetchCAhead = 32;
 // Whether MHSA_ASM_FETCH_C requests C's lines for writing, read once as this
 // file's static initializers run (a product run from an earlier initializer
 // would request them for reading: slower, same results). Requested for
-// reading, the block at B1 measured 1.5-3.5 % slower (RESULTS.md, entry 133).
+// reading, the block at B1 measured 1.5-3.5 % slower (Zen 3; docs/design/gemm-blocking.md).
 const bool kFetchCForWrite = cpuHasPrefetchW();
 
 // A tile's C rows for MHSA_ASM_FETCH_C: rows 0-2 from c0, 3-5 from c3 (RowBases<6>), ldc in bytes.

@@ -351,10 +351,10 @@ int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t 
 // of packing them (directMacroKernel): a prepacked B, a row-major A whose rows
 // are about as far apart as they are long, and the whole depth in one update.
 // The direct micro-kernel then sums in the packed one's order and rounds its
-// epilogue alike (no contraction: -ffp-contract=off, RESULTS.md entry 113),
-// so the bits are the same. Packing copies all of A once more and needs a
-// region of its own before the product can start; the ViT block's output
-// projection took 2-13 % less time without it (RESULTS.md, entry 111). Only
+// epilogue alike (no contraction: -ffp-contract=off), so the bits are the
+// same. Packing copies all of A once more and needs a region of its own before
+// the product can start; the ViT block's output projection took 2-13 % less
+// time without it (Zen 4, AVX-512 and AVX2; docs/design/gemm-blocking.md). Only
 // where the table says the direct kernel keeps up with the packed one
 // (KernelTable::gemmAInPlace).
 bool readsAInPlace(const KernelTable& kt, const GemmProblem& p) {
@@ -441,7 +441,7 @@ void updateRegion(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64
 // finish a region about a part of a sliver apart rather than up to a whole
 // block: 128 columns of a prepacked weight are 0.34 ms of one core at
 // M = 197, and the ViT block's two projections lost 40-190 us per call at
-// their joins; one sliver is still ~85 us (entry 123).
+// their joins; one sliver is still ~85 us (Zen 4; docs/design/gemm-blocking.md).
 // Positions count units of a part of a sliver: unit u is part u % parts of
 // sliver u / parts, and every piece but those last ones is whole slivers.
 class SliverRun {
@@ -667,10 +667,11 @@ void gemmParallel(const GemmProblem& p) {
       // Each thread walks the column blocks of its own region from the front,
       // then takes what is left of the other regions' runs from the back, so a
       // thread the host slows down no longer holds the other at the join for
-      // the rest of its share (the ViT block, batch 1, with a process busy 25 %
-      // of the time on one core: 0.87-0.89x the time; on a quiet host 1.004x).
+      // the rest of its share (the ViT block, batch 1, Zen 4, with a process busy
+      // 25 % of the time on one core: 0.87-0.89x the time; on a quiet host 1.004x).
       // Whole blocks but at the ends of the runs (SliverRun), so A is read as
-      // often as before (finer column regions throughout cost 4 %: entry 84).
+      // often as before (finer column regions throughout cost 4 % on Zen 4:
+      // docs/design/gemm-blocking.md).
       const int regions = tm * tn;
       auto bounds = [&](int64_t r, int64_t* m0, int64_t* m1, int64_t* n0, int64_t* n1) {
         *m0 = (r / tn) * mPer, *m1 = std::min(mc, *m0 + mPer);

@@ -80,11 +80,11 @@ constexpr int64_t kGemmNC = 512;
 // Depth up to which a product runs as one rank-k update instead of kGemmKC
 // steps: 1024 (768 is the width of ViT-B and BERT-base). With one update
 // every output tile is written once; with two, the second reads back and
-// rewrites all of out, and on this VM an output the size of a projection's
-// (1.8 MB) has left the caches by then, so that costs a round trip to memory.
-// The A sliver (12 x 1024, 48 KiB) then overflows L1 and streams from L2 with
-// B; one core's speed did not change (1024^3), and two cores gained 4-9 % at
-// 1024^3 from two fewer joins and passes over out (RESULTS.md, entry 57).
+// rewrites all of out, and in the ViT block an output the size of a
+// projection's (1.8 MB) has left the caches by then, so that costs a round trip
+// to memory. The A sliver (12 x 1024, 48 KiB) then overflows L1 and streams
+// from L2 with B; one core's speed did not change (1024^3), and two cores
+// gained 4-9 % at 1024^3 (Zen 4; docs/design/gemm-blocking.md).
 constexpr int64_t kGemmKCSingleMax = 1024;
 static_assert(kGemmMaxLayerNormK <= kGemmKCSingleMax, "a fused LayerNorm needs whole rows in one depth block");
 
@@ -102,17 +102,15 @@ inline int64_t gemmColumnBlock(int64_t kc) {
 }
 
 // Columns per block of a prepacked B (a weight). A weight is cold at every
-// call on this machine (one core reads L3 at ~22 GB/s, DRAM at ~10), and with
-// nothing fetching ahead the first row tile of each block waited for its
-// lines: the block's 768 KiB took longer to arrive than the tile took to
-// compute. So the micro-kernels of each block request the next block into L2,
-// spread over all the block's tiles (gemmMacroKernel), and two blocks must
-// fit in L2 beside the packed A block (605 KiB for 197 tokens x 768):
-// 384 KiB each, 128 columns at depth 768. Measured on the ViT block, batch 1:
-// 256 columns without the fetch-ahead 1.00, 128 with it 0.93, 96 and 64 with it 0.93.
-// (Those sizes assumed a 2 MiB L2; it is 1 MiB, so A and two B blocks do not
-// all fit. They stand on the measurement: blocks sized for 1 MiB measured
-// 0.978 against a predicted 0.90-0.95, RESULTS.md entries 48 and 58.)
+// call in the block, and with nothing fetching ahead the first row tile of
+// each block waited for its lines: the block's 768 KiB took longer to arrive
+// than the tile took to compute. So the micro-kernels of each block request
+// the next block into L2, spread over all the block's tiles (gemmMacroKernel),
+// and two blocks must fit in L2 beside the packed A block (605 KiB for 197
+// tokens x 768): 384 KiB each, 128 columns at depth 768 (ViT block, batch 1,
+// Sapphire Rapids: 0.93x the time of 256-column blocks without it). Sized for
+// its 2 MiB L2; blocks sized for 1 MiB measured 0.978 on Zen 3 and 1.001 on
+// Zen 4, so they stand (docs/design/gemm-blocking.md).
 constexpr int64_t kGemmPrefetchedBlockBytes = 384 * 1024;
 // The largest packed A block (bytes) beside which B blocks are fetched ahead:
 // with two B blocks it would fit a 2 MiB L2 (341 rows at depth 768); see above.
@@ -170,9 +168,10 @@ void gemmSerial(const GemmProblem& p);
 void gemmParallel(const GemmProblem& p);
 
 // Floating-point operations below which gemmParallel stays on one thread.
-// Calls in a row find the helpers still spinning (they spin 50 us before they
-// sleep), so a fork/join costs ~1 us there: 64^3 (5 us on one core) split in
-// two measured 0.92x, 96^3 0.78x; 32 x 64 x 64 (half of it) 1.08x, a loss.
+// Calls in a row find the helpers still spinning (they spin up to 2 ms before
+// they sleep), so a fork/join costs ~1 us there: 64^3 (5 us on one core) split
+// in two measured 0.92x, 96^3 0.78x; 32 x 64 x 64 (half of it) 1.08x, a loss
+// (Zen 4; docs/design/gemm-blocking.md).
 constexpr double kGemmParallelMinFlops = 512.0 * 1024;
 
 // Row slivers per thread from which gemmParallel gives each thread its own
@@ -186,7 +185,7 @@ constexpr int64_t kGemmOwnRowsMinSlivers = 32;
 // Parts into which gemmParallel's column runs split the rows of their last
 // slivers (SliverRun), so two threads finish a product about a quarter of a
 // sliver apart: at M = 197 and depth 768 a whole 32-column sliver is ~85 us
-// of one core (entry 123).
+// of one Zen 4 core (docs/design/gemm-blocking.md).
 constexpr int64_t kGemmSliverRowParts = 4;
 
 // When B is packed per call, each thread takes its own rows (packing its A
@@ -218,7 +217,8 @@ constexpr int64_t kGemmSplitRowsAnyBalanceMaxK = 128;
 constexpr double kGemmBatchPerTaskMaxFlops = 256.0 * 1024 * 1024;
 
 // m * n * k up to which a product of row-major operands skips packing
-// (gemmDirect). Measured on one AVX-512 core (benchmarks/native, RESULTS.md):
+// (gemmDirect). Measured on one Sapphire Rapids core (benchmarks/native;
+// docs/design/gemm-blocking.md):
 // unpacked is 1.2-1.5x faster at 128^3 and 197 x 197 x 64 (2.1-2.5 M), level
 // at 512 x 64 x 512, 10 % slower at 256^3 (16.8 M), where B no longer stays
 // in L1/L2 between row tiles and packing pays for itself.

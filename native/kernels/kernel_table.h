@@ -63,7 +63,7 @@ struct KernelTable {
   // b[k * ldb + j]; only rows <= mr rows of A and cols <= nr columns of B are
   // read, so an edge tile never touches memory past the operands. The bias, as
   // microKernel's: added last, in the tile's own epilogue (a pass over the
-  // stored tile cost ~0.5 % of the ViT block: RESULTS.md, entry 120).
+  // stored tile cost ~0.5 % of the ViT block on Zen 4: docs/design/gemm-blocking.md).
   void (*microKernelDirect)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                             int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias);
 

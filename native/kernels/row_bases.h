@@ -2,9 +2,9 @@
 // of attention's scores tile and of the direct GEMM micro-kernel), `stride`
 // floats apart. Addressed as a[i * stride], GCC kept up to eleven multiples
 // of a run-time stride and spilled them around the k loop (503 against 485 ns
-// per scores tile, RESULTS.md entries 104-105); from four bases of three rows
-// each, row 3j + r is base[j] + r * stride, one base plus the stride scaled
-// by 4 or 8 bytes, and the loop keeps everything in registers.
+// per scores tile on Zen 4: docs/design/attention-tiles.md); from four bases
+// of three rows each, row 3j + r is base[j] + r * stride, one base plus the
+// stride scaled by 4 or 8 bytes, and the loop keeps everything in registers.
 #pragma once
 
 #include <cstdint>

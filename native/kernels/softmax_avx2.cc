@@ -1,8 +1,9 @@
 // Softmax and attention's exp passes with AVX2 intrinsics. GCC 12 leaves the
 // portable loops (portable_kernels.inc) scalar under -mavx2: expApprox's
 // float-to-int conversion and selects, and the max reductions written with
-// `?:`, defeat its vectorizer, so softmax ran at 2 GB/s (a tenth of this
-// machine's read bandwidth) and attention's exp dominated its tiles.
+// `?:`, defeat its vectorizer, so softmax ran at 2 GB/s (a tenth of what two
+// Zen 3 cores read: docs/design/softmax-exp.md) and attention's exp dominated
+// its tiles.
 //
 // The row exp has the algorithm of expApprox and the AVX-512 row exp, with
 // exp_poly.h's constants: x = n·ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r),

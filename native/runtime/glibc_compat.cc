@@ -1,5 +1,5 @@
 // Linked into the prebuilt Linux addons only (binding.gyp, mhsa_prebuild), so
-// that a binary built against this machine's glibc 2.36 loads on glibc 2.28
+// that a binary built against Debian 12's glibc 2.36 loads on glibc 2.28
 // and later (docs/design/prebuilds.md). The addon links libstdc++ statically,
 // and these are the symbols of it (and of the addon) that would otherwise ask
 // for a glibc newer than 2.28.

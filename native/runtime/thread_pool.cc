@@ -170,7 +170,8 @@ class ThreadPool {
     for (;;) {
       // A region that follows the last within kSpinMicros (the common case
       // inside one op: a GEMM runs one or two regions per cache block) starts
-      // without a sleep/wake round trip, which costs 15-40 us on this VM.
+      // without a sleep/wake round trip (15-40 us on a quiet Sapphire Rapids
+      // VM, far more under steal time: docs/design/thread-pool.md).
       const bool next = spinUntil([&] {
         return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
       });
@@ -215,9 +216,9 @@ class ThreadPool {
   // How long an idle helper (or a caller waiting for helpers) spins before
   // sleeping. Bounded, so an idle pool costs nothing after this long. Long
   // enough to bridge the gaps between the regions of one op even when the
-  // two threads' shares finish milliseconds apart: on a busy VM host (21 %
-  // steal time measured) a helper that went to sleep took so long to be woken
-  // that 2-thread GEMMs ran 1.5-2x slower with 50 us than with 2 ms (RESULTS.md).
+  // two threads' shares finish milliseconds apart: at 21 % steal time,
+  // 2-thread GEMMs ran 1.5-2x slower with 50 us than with 2 ms (Sapphire
+  // Rapids; docs/design/thread-pool.md).
   static constexpr int kSpinMicros = 2000;
 };
 
