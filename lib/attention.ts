@@ -1,17 +1,16 @@
-import { types } from 'node:util';
 import { broadcastsTo } from './broadcast';
-import { formatShape, rangeError, typeError } from './errors';
+import { formatShape, rangeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native, type NativeStage } from './native';
-import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './options';
+import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import {
   checkFloat32Array,
+  checkKeyPaddingMask,
   checkNoAlias,
   checkShape,
   checkTensor,
   elementCount,
-  isDetached,
   MAX_ELEMENTS,
   resultTensor,
   type CheckedTensor,
@@ -99,25 +98,6 @@ function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: number, he
   return [b, s, heads, hd / heads];
 }
 
-function checkKeyPadding(fn: string, value: unknown): { data: Uint8Array; shape?: number[] } | undefined {
-  if (value === undefined) return undefined;
-  if (types.isUint8Array(value)) {
-    if (isDetached(value)) throw new TypeError(`${fn}: options.keyPaddingMask is backed by a detached ArrayBuffer`);
-    return { data: value };
-  }
-  // data read once: a getter cannot hand one array to the checks and another to the call.
-  const data: unknown = typeof value === 'object' && value !== null ? (value as { data?: unknown }).data : undefined;
-  if (types.isUint8Array(data)) {
-    if (isDetached(data)) throw new TypeError(`${fn}: options.keyPaddingMask.data is backed by a detached ArrayBuffer`);
-    const shape = checkShape(fn, 'options.keyPaddingMask.shape', (value as { shape?: unknown }).shape);
-    return { data, shape };
-  }
-  if (typeof value === 'object' && value !== null && 'data' in value) {
-    throw typeError(fn, 'options.keyPaddingMask.data', 'a Uint8Array of batch·seqKV bytes', data);
-  }
-  throw typeError(fn, 'options.keyPaddingMask', 'a Uint8Array of batch·seqKV bytes or { data: Uint8Array, shape: [batch, seqKV] }', value);
-}
-
 /** Floats from a strided view's first token to the end of its last: (rows − 1)·stride + width, 0 when empty. */
 function tokenSpan(rows: number, width: number, tokenStride: number): number {
   return rows === 0 || width === 0 ? 0 : (rows - 1) * tokenStride + width;
@@ -152,12 +132,12 @@ function prepareAttention(
   const tq = strided ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride) : checkTensor(fn, 'q', q);
   const tk = strided ? checkTokenStrided(fn, 'k', k as Tensor, tokenStride) : checkTensor(fn, 'k', k);
   const tv = strided ? checkTokenStrided(fn, 'v', v as Tensor, tokenStride) : checkTensor(fn, 'v', v);
-  const layoutOpt = optEnum(fn, 'layout', opts.layout, LAYOUTS);
-  const headsOpt = optPositiveInteger(fn, 'heads', opts.heads);
-  const kvHeadsOpt = optPositiveInteger(fn, 'kvHeads', opts.kvHeads);
-  const causal = optBoolean(fn, 'causal', opts.causal, false);
-  const scale = optFiniteNumber(fn, 'scale', opts.scale);
-  const returnWeights = optBoolean(fn, 'returnWeights', opts.returnWeights, false);
+  const layoutOpt = optEnum(fn, 'options.layout', opts.layout, LAYOUTS);
+  const headsOpt = optPositiveInteger(fn, 'options.heads', opts.heads);
+  const kvHeadsOpt = optPositiveInteger(fn, 'options.kvHeads', opts.kvHeads);
+  const causal = optBoolean(fn, 'options.causal', opts.causal, false);
+  const scale = optFiniteNumber(fn, 'options.scale', opts.scale);
+  const returnWeights = optBoolean(fn, 'options.returnWeights', opts.returnWeights, false);
 
   const rank = tq.shape.length;
   if (rank !== 3 && rank !== 4) {
@@ -238,15 +218,7 @@ function prepareAttention(
     }
     maskArgs = [tm.data, tm.shape];
   }
-  const pad = checkKeyPadding(fn, opts.keyPaddingMask);
-  if (pad) {
-    if (pad.shape && (pad.shape.length !== 2 || pad.shape[0] !== B || pad.shape[1] !== Skv)) {
-      throw rangeError(fn, `options.keyPaddingMask.shape must be [batch, seqKV] = ${formatShape([B, Skv])}, received ${formatShape(pad.shape)}`);
-    }
-    if (pad.data.length !== B * Skv) {
-      throw rangeError(fn, `options.keyPaddingMask.length must be batch·seqKV = ${B * Skv}, received ${pad.data.length}`);
-    }
-  }
+  const pad = checkKeyPaddingMask(fn, opts.keyPaddingMask, B, Skv, 'seqKV');
 
   const out4 = fromLogical(layout, { batch: B, heads: H, seq: Sq, dim: lv.dim });
   const outShape = rank === 3 ? [B, Sq, H * lv.dim] : out4;
@@ -265,7 +237,7 @@ function prepareAttention(
   checkNoAlias(fn, 'options.out', out.data, 'k', tk.data);
   checkNoAlias(fn, 'options.out', out.data, 'v', tv.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
-  checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad?.data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
 
   // Only checked values from here on (out.data too): no getter of the caller's runs while the
   // shared Descriptor is filled, so no nested call can overwrite it.
@@ -277,11 +249,11 @@ function prepareAttention(
     if (strided) {
       d.number('q seq stride', tokenStride).number('k seq stride', tokenStride).number('v seq stride', tokenStride);
     }
-    return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ? pad.data : null, weights ? weights.data : null, d.done()];
+    return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ?? null, weights ? weights.data : null, d.done()];
   };
   const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];
   if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);
-  if (pad) buffers.push(['options.keyPaddingMask', pad.data]);
+  if (pad) buffers.push(['options.keyPaddingMask', pad]);
   const result: Tensor | AttentionWithWeights = weights ? { output: out.result, weights } : out.result;
   return { fn, args, result, buffers };
 }

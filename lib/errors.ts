@@ -37,6 +37,16 @@ export function rangeError(fn: string, message: string): RangeError {
   return new RangeError(`${fn}: ${message}`);
 }
 
+/** `fn: <arg> is backed by a detached ArrayBuffer` (one transferred away, with no bytes left to read). */
+export function detachedError(fn: string, arg: string): TypeError {
+  return new TypeError(`${fn}: ${arg} is backed by a detached ArrayBuffer`);
+}
+
+/** `fn: <arg> is backed by a resizable ArrayBuffer; ...`: one that could shrink under an async op's kernel. */
+export function resizableError(fn: string, arg: string): TypeError {
+  return new TypeError(`${fn}: ${arg} is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`);
+}
+
 /** `[2, 3, 4]` */
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;

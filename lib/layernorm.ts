@@ -1,6 +1,6 @@
 import { formatShape, rangeError } from './errors';
 import { Descriptor, native, type NativeStage } from './native';
-import { checkOptions, optFiniteNumber } from './options';
+import { checkEps, checkOptions } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
@@ -31,8 +31,7 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
       throw rangeError(fn, `options.${name}.shape must be [${dim}] (x's last dim, leading 1s allowed), received ${formatShape(t.shape)}`);
     }
   }
-  const eps = optFiniteNumber(fn, 'eps', opts.eps) ?? 1e-5;
-  if (eps < 0) throw rangeError(fn, `options.eps must be >= 0, received ${eps}`);
+  const eps = checkEps(fn, 'options.eps', opts.eps);
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
   checkNoAlias(fn, 'options.out', out.data, 'options.weight', weight?.data);

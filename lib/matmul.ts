@@ -1,7 +1,7 @@
 import { broadcastShapes, broadcastsTo } from './broadcast';
 import { formatShape, rangeError } from './errors';
 import { Descriptor, native, type NativeStage } from './native';
-import { checkOptions, optBoolean, optFiniteNumber } from './options';
+import { checkOptions, optBoolean, optFiniteNumber } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import { PackedMatrix } from './prepack';
 import { checkFloat32Array, checkNoAlias, checkShape, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
@@ -37,10 +37,10 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
   }
   if (ta.shape.length < 2) throw rangeError(fn, `a must have at least 2 dims, received shape ${formatShape(ta.shape)}`);
   if (tb.shape.length < 2) throw rangeError(fn, `b must have at least 2 dims, received shape ${formatShape(tb.shape)}`);
-  const transposeA = optBoolean(fn, 'transposeA', opts.transposeA, false);
-  const transposeB = optBoolean(fn, 'transposeB', opts.transposeB, false);
-  const alpha = optFiniteNumber(fn, 'alpha', opts.alpha) ?? 1;
-  const betaOpt = optFiniteNumber(fn, 'beta', opts.beta);
+  const transposeA = optBoolean(fn, 'options.transposeA', opts.transposeA, false);
+  const transposeB = optBoolean(fn, 'options.transposeB', opts.transposeB, false);
+  const alpha = optFiniteNumber(fn, 'options.alpha', opts.alpha) ?? 1;
+  const betaOpt = optFiniteNumber(fn, 'options.beta', opts.beta);
   const tc = opts.c === undefined ? undefined : checkTensor(fn, 'options.c', opts.c);
   if (betaOpt !== undefined && !tc) throw rangeError(fn, `options.beta needs options.c, received beta = ${betaOpt} without c`);
   const beta = betaOpt ?? (tc ? 1 : 0);

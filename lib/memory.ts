@@ -7,7 +7,8 @@
  */
 import { Buffer, constants as bufferConstants } from 'node:buffer';
 import * as os from 'node:os';
-import { rangeError, typeError } from './errors';
+import { rangeError } from './errors';
+import { positiveInteger } from './validate';
 
 const GiB = 2 ** 30;
 
@@ -37,11 +38,7 @@ function formatBytes(n: number): string {
  * @throws TypeError if bytes is not a number, RangeError unless it is a positive integer.
  */
 export function setAllocationLimit(bytes: number): void {
-  if (typeof bytes !== 'number') throw typeError('setAllocationLimit', 'bytes', 'a number', bytes);
-  if (!Number.isSafeInteger(bytes) || bytes < 1) {
-    throw rangeError('setAllocationLimit', `bytes must be a positive integer, received ${bytes}`);
-  }
-  limitBytes = bytes;
+  limitBytes = positiveInteger('setAllocationLimit', 'bytes', bytes);
 }
 
 /** The current per-call allocation limit in bytes (see {@link setAllocationLimit}). */

@@ -1,7 +1,7 @@
 import { formatShape, rangeError } from './errors';
 import { allocateFloats } from './memory';
 import { Descriptor, native } from './native';
-import { checkOptions, optBoolean } from './options';
+import { checkOptions, optBoolean } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import { checkTensor, type TensorLike } from './tensor';
 
@@ -73,7 +73,7 @@ function preparePack(fn: string, b: TensorLike, options: PrepackOptions | undefi
   const opts = checkOptions<PrepackOptions>(fn, options, ['transpose']);
   const tb = checkTensor(fn, 'b', b);
   if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
-  const transpose = optBoolean(fn, 'transpose', opts.transpose, false);
+  const transpose = optBoolean(fn, 'options.transpose', opts.transpose, false);
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
   const size = native.packedSize(new Descriptor('packedSize').shape('b.shape', [k, n]).done());
   const data = allocateFloats(fn, 'the packed matrix', size);

@@ -8,6 +8,7 @@
  * cannot free the memory under the native code, which holds it until the job
  * ends (where info().pinsAsyncBuffers); the call then rejects, naming the buffer.
  */
+import { resizableError } from './errors';
 import { isDetached, isResizable } from './tensor';
 import type { NativeCallback } from './native';
 
@@ -94,7 +95,7 @@ export function enqueue(
 ): Promise<void> {
   const resizable = firstWhere(buffers, isResizable);
   if (resizable !== undefined) {
-    return Promise.reject(new TypeError(`${fn}: ${resizable} is backed by a resizable ArrayBuffer; async ops need fixed-length buffers`));
+    return Promise.reject(resizableError(fn, resizable));
   }
   return new Promise<void>((resolve, reject) => {
     waiting.push({ fn, buffers, start, resolve, reject });

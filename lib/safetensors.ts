@@ -6,8 +6,8 @@
  */
 import * as fs from 'node:fs';
 import { types } from 'node:util';
-import { describe } from './errors';
-import { checkOptions } from './options';
+import { detachedError, typeError } from './errors';
+import { checkOptions } from './validate';
 import { native } from './native';
 import { enqueue } from './queue';
 import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Tensor } from './tensor';
@@ -121,7 +121,7 @@ export async function loadSafetensorsAsync(
 function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefined): LoadSafetensorsOptions {
   const opts = checkOptions<LoadSafetensorsOptions>(fn, options, KNOWN_OPTIONS);
   if (opts.filter !== undefined && typeof opts.filter !== 'function') {
-    throw new TypeError(`${fn}: expected a function for options.filter but received ${describe(opts.filter)}`);
+    throw typeError(fn, 'options.filter', 'a function', opts.filter);
   }
   return opts;
 }
@@ -129,7 +129,7 @@ function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefine
 /** The bytes of a source that is not a path. */
 function sourceBytes(fn: string, source: unknown): { bytes: Uint8Array; where: string } {
   if (types.isUint8Array(source)) {
-    if (isDetached(source)) throw new TypeError(`${fn}: source is backed by a detached ArrayBuffer`);
+    if (isDetached(source)) throw detachedError(fn, 'source');
     // A plain view of the same bytes, made with the engine's accessors: a subclass's buffer or
     // byteOffset getter plays no part in where tensors are read from.
     return { bytes: new Uint8Array(bufferOf(source), byteOffsetOf(source), byteLengthOf(source)), where: '<buffer>' };
@@ -141,9 +141,7 @@ function sourceBytes(fn: string, source: unknown): { bytes: Uint8Array; where: s
       throw new TypeError(`${fn}: source is a detached ArrayBuffer`); // the only ArrayBuffer a view cannot be made over
     }
   }
-  throw new TypeError(
-    `${fn}: expected a file path, Buffer, Uint8Array or ArrayBuffer for source but received ${describe(source)}`,
-  );
+  throw typeError(fn, 'source', 'a file path, Buffer, Uint8Array or ArrayBuffer', source);
 }
 
 /** An F16 or BF16 tensor still to convert: its source bytes and its result array. */

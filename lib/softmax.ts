@@ -1,6 +1,6 @@
 import { formatShape, rangeError } from './errors';
 import { Descriptor, native } from './native';
-import { checkOptions, optFiniteNumber } from './options';
+import { checkOptions, optFiniteNumber } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import { checkNoAlias, checkTensor, resultTensor, type Tensor, type TensorLike } from './tensor';
 
@@ -18,7 +18,7 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
   const opts = checkOptions<SoftmaxOptions>(fn, options, KNOWN);
   const tx = checkTensor(fn, 'x', x);
   if (tx.shape.length < 1) throw rangeError(fn, `x must have at least 1 dim, received shape ${formatShape(tx.shape)}`);
-  const scale = optFiniteNumber(fn, 'scale', opts.scale) ?? 1;
+  const scale = optFiniteNumber(fn, 'options.scale', opts.scale) ?? 1;
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
   const args = (): unknown[] => [

@@ -1,5 +1,5 @@
 import { types } from 'node:util';
-import { describe, formatShape, rangeError, typeError } from './errors';
+import { describe, detachedError, formatShape, rangeError, typeError } from './errors';
 import { allocateResultFloats } from './memory';
 
 /**
@@ -144,7 +144,7 @@ function isLiveFloat32Array(data: unknown): data is Float32Array {
 export function checkFloat32Array(fn: string, arg: string, data: unknown): Float32Array {
   if (isLiveFloat32Array(data)) return data;
   if (!types.isFloat32Array(data)) throw typeError(fn, arg, 'a Float32Array', data);
-  throw new TypeError(`${fn}: ${arg} is backed by a detached ArrayBuffer`);
+  throw detachedError(fn, arg);
 }
 
 /**
@@ -179,6 +179,69 @@ export function checkTensor(fn: string, arg: string, value: unknown): CheckedTen
     );
   }
   return { data, shape };
+}
+
+/** RangeError unless shape is exactly expected; `what` gives it in symbols, e.g. `[dim, heads·dimHead]`. */
+export function checkExactShape(fn: string, arg: string, shape: readonly number[], expected: readonly number[], what: string): void {
+  if (shape.length !== expected.length || shape.some((d, i) => d !== expected[i])) {
+    throw rangeError(fn, `${arg} must have shape ${what} = ${formatShape(expected)}, received ${formatShape(shape)}`);
+  }
+}
+
+/**
+ * Checks options.keyPaddingMask of attention and the block: undefined, a
+ * Uint8Array of batch·keys bytes (nonzero = ignore that key), or
+ * `{ data: Uint8Array, shape }` with shape [batch, keys]. keysName names the
+ * keys in messages; unbatched (the block's 2-D x: batch 1, no batch axis)
+ * takes the shape [keys] or [1, keys]. Returns the bytes.
+ */
+export function checkKeyPaddingMask(
+  fn: string,
+  value: unknown,
+  batch: number,
+  keys: number,
+  keysName: 'seqKV' | 'tokens',
+  unbatched = false,
+): Uint8Array | undefined {
+  if (value === undefined) return undefined;
+  let data: Uint8Array;
+  let shape: number[] | undefined;
+  let arg = 'options.keyPaddingMask';
+  if (types.isUint8Array(value)) {
+    data = value;
+  } else {
+    // Each field read once, and both before the checks: a getter cannot hand one array to the
+    // checks and another to the call, nor detach data after it was checked.
+    const field: unknown = typeof value === 'object' && value !== null ? (value as { data?: unknown }).data : undefined;
+    if (!types.isUint8Array(field)) {
+      if (typeof value === 'object' && value !== null && 'data' in value) {
+        throw typeError(fn, 'options.keyPaddingMask.data', `a Uint8Array of batch·${keysName} bytes`, field);
+      }
+      throw typeError(
+        fn,
+        'options.keyPaddingMask',
+        `a Uint8Array of batch·${keysName} bytes or { data: Uint8Array, shape: [batch, ${keysName}] }`,
+        value,
+      );
+    }
+    data = field;
+    shape = checkShape(fn, 'options.keyPaddingMask.shape', (value as { shape?: unknown }).shape);
+    arg = 'options.keyPaddingMask.data';
+  }
+  if (isDetached(data)) throw detachedError(fn, arg);
+  if (shape) {
+    const ok = unbatched
+      ? (shape.length === 1 && shape[0] === keys) || (shape.length === 2 && shape[0] === 1 && shape[1] === keys)
+      : shape.length === 2 && shape[0] === batch && shape[1] === keys;
+    if (!ok) {
+      const expected = unbatched ? `[${keysName}] = [${keys}]` : `[batch, ${keysName}] = ${formatShape([batch, keys])}`;
+      throw rangeError(fn, `options.keyPaddingMask.shape must be ${expected}, received ${formatShape(shape)}`);
+    }
+  }
+  if (data.length !== batch * keys) {
+    throw rangeError(fn, `options.keyPaddingMask.length must be batch·${keysName} = ${batch * keys}, received ${data.length}`);
+  }
+  return data;
 }
 
 /**

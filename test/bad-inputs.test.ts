@@ -199,13 +199,13 @@ const matmulRows: Row[] = [];
     /result shape \[65536, 65536, 1, 1\] has more than 4294967295 elements/);
 
   for (const [label, value] of NOT_OPTIONS) {
-    add(`options ${label}`, (op) => mm(op, A(), B(), value), 'TypeError', /expected an options object for options but received/);
+    add(`options ${label}`, (op) => mm(op, A(), B(), value), 'TypeError', /expected an object for options but received/);
   }
   add('unknown option', (op) => mm(op, A(), B(), { transposeC: true }), 'TypeError',
-    /unknown option "transposeC"; expected one of transposeA, transposeB, alpha, beta, c, out/);
+    /unknown key "transposeC" in options; expected one of transposeA, transposeB, alpha, beta, c, out/);
   add('unknown option beside a valid out', (op, w) =>
     mm(op, A(), B(), { out: { data: w.out(new Float32Array(8)), shape: [2, 4] }, bias: T([4]) }), 'TypeError',
-    /unknown option "bias"/);
+    /unknown key "bias" in options/);
   for (const opt of ['transposeA', 'transposeB']) {
     for (const [label, value, got] of [["'yes'", 'yes', 'the string "yes"'], ['1', 1, 'the number 1'], ['null', null, 'null']] as const) {
       add(`options.${opt} = ${label}`, (op) => mm(op, A(), B(), { [opt]: value }), 'TypeError',
@@ -323,9 +323,9 @@ const softmaxRows: Row[] = [];
     /x\.data is backed by a detached ArrayBuffer/);
 
   for (const [label, value] of NOT_OPTIONS) {
-    add(`options ${label}`, (op) => sm(op, X(), value), 'TypeError', /expected an options object for options but received/);
+    add(`options ${label}`, (op) => sm(op, X(), value), 'TypeError', /expected an object for options but received/);
   }
-  add('unknown option', (op) => sm(op, X(), { axis: 0 }), 'TypeError', /unknown option "axis"; expected one of scale, out/);
+  add('unknown option', (op) => sm(op, X(), { axis: 0 }), 'TypeError', /unknown key "axis" in options; expected one of scale, out/);
   for (const [label, value, name, msg] of BAD_FINITE) {
     add(`options.scale = ${label}`, (op) => sm(op, X(), { scale: value }), name, all(/options\.scale/, msg));
   }
@@ -451,10 +451,10 @@ const attentionRows: Row[] = [];
     add(`options.scale = ${label}`, (op) => qkv(op, { scale: value }), name, all(/options\.scale/, msg));
   }
   for (const [label, value] of NOT_OPTIONS) {
-    add(`options ${label}`, (op) => qkv(op, value), 'TypeError', /expected an options object for options but received/);
+    add(`options ${label}`, (op) => qkv(op, value), 'TypeError', /expected an object for options but received/);
   }
-  add('unknown option', (op) => qkv(op, { dropout: 0.1 }), 'TypeError', /unknown option "dropout"; expected one of layout, heads/);
-  add('unknown option (typo of kvHeads)', (op) => qkv(op, { kvheads: 2 }), 'TypeError', /unknown option "kvheads"/);
+  add('unknown option', (op) => qkv(op, { dropout: 0.1 }), 'TypeError', /unknown key "dropout" in options; expected one of layout, heads/);
+  add('unknown option (typo of kvHeads)', (op) => qkv(op, { kvheads: 2 }), 'TypeError', /unknown key "kvheads" in options/);
 
   add('mask not broadcastable', (op) => qkv(op, { mask: T([3, 2]) }), 'RangeError',
     /options\.mask\.shape \[3, 2\] must broadcast to \[batch, heads, seqQ, seqKV\] = \[1, 2, 3, 3\]/);

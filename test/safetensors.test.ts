@@ -231,7 +231,7 @@ describe(`loadSafetensors (seed ${SEED})`, () => {
     }
     const ok = build({});
     expect(() => loadSafetensors(ok, { filter: 'w' as never })).toThrow(/expected a function for options.filter/);
-    expect(() => loadSafetensors(ok, { fliter: () => true } as never)).toThrow(/unknown option "fliter"/);
+    expect(() => loadSafetensors(ok, { fliter: () => true } as never)).toThrow(/unknown key "fliter" in options/);
   });
 
   describe('malformed files: each a clear error', () => {

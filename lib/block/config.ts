@@ -1,0 +1,162 @@
+/**
+ * A MultiHeadSelfAttention's config, checked, and turned into what its forward
+ * passes use: the dims, the projection weights packed once, the biases and the
+ * LayerNorm's parameters by reference.
+ */
+import { formatShape, rangeError } from '../errors';
+import { LAYER_NORM_MATMUL_MAX_K, type RowLayerNorm } from '../matmul';
+import { prepack, type PackedMatrix } from '../prepack';
+import { checkExactShape, checkTensor, type CheckedTensor, type Tensor } from '../tensor';
+import { checkEps, checkObject, positiveInteger } from '../validate';
+
+/** The class name, which every message of the block starts with. */
+export const CLASS = 'MultiHeadSelfAttention';
+
+const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps'] as const;
+const WEIGHT_KEYS = ['qkvWeight', 'qkvBias', 'outWeight', 'outBias'] as const;
+const NORM_KEYS = ['weight', 'bias'] as const;
+
+/** A block's dims and weights, as its forward passes use them. */
+export interface BlockWeights {
+  dim: number;
+  heads: number;
+  dimHead: number;
+  /** heads · dimHead: the width of q, k and v. */
+  innerDim: number;
+  /** The LayerNorm's epsilon (used only when hasNorm). */
+  eps: number;
+  hasNorm: boolean;
+  /** False only for seed 004's identity case (heads = 1, dimHead = dim, no outWeight). */
+  projectOut: boolean;
+  /** The fused QKV bias [3·inner], when given. */
+  bqkv?: Tensor;
+  bo?: Tensor;
+  normWeight?: Tensor;
+  normBias?: Tensor;
+  /**
+   * The projection weights packed once for the GEMM (x·Wᵀ needs no transpose per
+   * call). Q, K and V stay one [dim → 3·inner] product: one pass over x and one
+   * GEMM wide enough to keep both cores busy, and attention reads q, k and v
+   * straight out of its [batch, tokens, 3·inner] result.
+   */
+  packedQkv: PackedMatrix;
+  packedOut?: PackedMatrix;
+  /**
+   * The LayerNorm, when the QKV projection applies it to x's rows as it packs
+   * them (dim up to LAYER_NORM_MATMUL_MAX_K): the normalized input is then
+   * never written out, and the workspace has no room for it.
+   */
+  fusedNorm?: RowLayerNorm;
+  /** [1, heads] of 1s: the head average is one matmul with it (alpha = 1/heads). */
+  onesHeads: Tensor;
+  /** Every weight buffer, for the `out` aliasing check. */
+  weightViews: ReadonlyArray<readonly [string, Float32Array]>;
+  /** The caller's arrays the block reads in place: the biases and the LayerNorm's (the projection weights were copied when packed). */
+  inPlaceWeights: ReadonlyArray<readonly [string, Float32Array]>;
+}
+
+/** A tensor argument with an exact shape. */
+function shapedTensor(fn: string, arg: string, value: unknown, shape: readonly number[], what: string): CheckedTensor {
+  const t = checkTensor(fn, arg, value);
+  checkExactShape(fn, arg, t.shape, shape, what);
+  return t;
+}
+
+/**
+ * Checks a config (see MultiHeadSelfAttentionConfig) and packs its projection
+ * weights. TypeError for a wrong kind of argument, RangeError for a missing or
+ * mis-shaped weight or an invalid dim, naming it.
+ */
+export function checkConfig(fn: string, config: unknown): BlockWeights {
+  const c = checkObject(fn, 'config', config, CONFIG_KEYS);
+  const dim = positiveInteger(fn, 'config.dim', c.dim);
+  const heads = positiveInteger(fn, 'config.heads', c.heads);
+  let dimHead: number;
+  if (c.dimHead === undefined) {
+    if (dim % heads !== 0) {
+      throw rangeError(fn, `config.dimHead is required when config.heads = ${heads} does not divide config.dim = ${dim}`);
+    }
+    dimHead = dim / heads;
+  } else {
+    dimHead = positiveInteger(fn, 'config.dimHead', c.dimHead);
+  }
+  const inner = heads * dimHead;
+  const eps = checkEps(fn, 'config.eps', c.eps);
+
+  const weightViews: Array<[string, Float32Array]> = [];
+  const w = checkObject(fn, 'config.weights', c.weights, WEIGHT_KEYS);
+  if (w.qkvWeight === undefined) throw rangeError(fn, 'config.weights.qkvWeight ([3·inner, dim]) is required, received undefined');
+  const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [3 * inner, dim], '[3·heads·dimHead, dim]');
+  weightViews.push(['the weight config.weights.qkvWeight', qkv.data]);
+  let bqkv: Tensor | undefined;
+  if (w.qkvBias !== undefined) {
+    const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [3 * inner], '[3·heads·dimHead]');
+    bqkv = { data: b.data, shape: b.shape };
+    weightViews.push(['the weight config.weights.qkvBias', b.data]);
+  }
+
+  const identity = heads === 1 && dimHead === dim;
+  let wo: Tensor | undefined;
+  if (w.outWeight !== undefined) {
+    const t = shapedTensor(fn, 'config.weights.outWeight', w.outWeight, [dim, inner], '[dim, heads·dimHead]');
+    wo = { data: t.data, shape: t.shape };
+    weightViews.push(['the weight config.weights.outWeight', t.data]);
+  } else if (!identity) {
+    throw rangeError(
+      fn,
+      `config.weights.outWeight ([dim, heads·dimHead] = ${formatShape([dim, inner])}) is required ` +
+        `unless heads = 1 and dimHead = dim, received undefined`,
+    );
+  }
+  let bo: Tensor | undefined;
+  if (w.outBias !== undefined) {
+    if (!wo) throw rangeError(fn, 'config.weights.outBias needs config.weights.outWeight, received outBias without outWeight');
+    const t = shapedTensor(fn, 'config.weights.outBias', w.outBias, [dim], '[dim]');
+    bo = { data: t.data, shape: t.shape };
+    weightViews.push(['the weight config.weights.outBias', t.data]);
+  }
+  const packedQkv = prepack({ data: qkv.data, shape: qkv.shape }, { transpose: true });
+  const packedOut = wo ? prepack(wo, { transpose: true }) : undefined;
+
+  let normWeight: Tensor | undefined;
+  let normBias: Tensor | undefined;
+  if (c.norm !== undefined) {
+    const n = checkObject(fn, 'config.norm', c.norm, NORM_KEYS);
+    if (n.weight === undefined) throw rangeError(fn, 'config.norm.weight ([dim]) is required with config.norm, received undefined');
+    const nw = shapedTensor(fn, 'config.norm.weight', n.weight, [dim], '[dim]');
+    normWeight = { data: nw.data, shape: nw.shape };
+    weightViews.push(['the weight config.norm.weight', nw.data]);
+    if (n.bias !== undefined) {
+      const nb = shapedTensor(fn, 'config.norm.bias', n.bias, [dim], '[dim]');
+      normBias = { data: nb.data, shape: nb.shape };
+      weightViews.push(['the weight config.norm.bias', nb.data]);
+    }
+  }
+  const hasNorm = normWeight !== undefined;
+  const fusedNorm = hasNorm && dim <= LAYER_NORM_MATMUL_MAX_K ? { weight: normWeight, bias: normBias, eps } : undefined;
+  const inPlace: Array<[string, Float32Array | undefined]> = [
+    ['config.weights.qkvBias', bqkv?.data],
+    ['config.weights.outBias', bo?.data],
+    ['config.norm.weight', normWeight?.data],
+    ['config.norm.bias', normBias?.data],
+  ];
+  return {
+    dim,
+    heads,
+    dimHead,
+    innerDim: inner,
+    eps,
+    hasNorm,
+    projectOut: wo !== undefined,
+    bqkv,
+    bo,
+    normWeight,
+    normBias,
+    packedQkv,
+    packedOut,
+    fusedNorm,
+    onesHeads: { data: new Float32Array(heads).fill(1), shape: [1, heads] },
+    weightViews,
+    inPlaceWeights: inPlace.filter((e): e is [string, Float32Array] => e[1] !== undefined),
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * The checks of MultiHeadSelfAttention.forward and forwardAsync: x, the
+ * options, the weights the block reads in place, and the output, before any
+ * stage is planned or run.
+ */
+import type { AttentionOptions } from '../attention';
+import { broadcastsTo } from '../broadcast';
+import { detachedError, formatShape, rangeError, resizableError } from '../errors';
+import { checkAllocation, fitsAllocationLimit } from '../memory';
+import {
+  checkKeyPaddingMask,
+  checkNoAlias,
+  checkTensor,
+  isDetached,
+  isResizable,
+  resultTensor,
+  type CheckedTensor,
+  type ResultTensor,
+  type Tensor,
+  type TensorLike,
+} from '../tensor';
+import { checkOptions, optBoolean } from '../validate';
+import type { BlockWeights } from './config';
+import { workspaceGrowth, type Workspace } from './plan';
+import type { MultiHeadSelfAttentionForwardOptions } from './types';
+
+const FORWARD_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out'] as const;
+
+/** A checked forward call: x as [batch, tokens, dim], its output, and attention's options. */
+export interface PreparedForward {
+  x: Tensor;
+  rows: number;
+  batch: number;
+  tokens: number;
+  twoD: boolean;
+  out: ResultTensor;
+  out3: Tensor;
+  attnOptions: AttentionOptions;
+  returnWeights: boolean;
+  /** The caller's buffers by the names its errors use (x, options.out, the masks). */
+  callerBuffers: Array<[string, ArrayBufferView]>;
+}
+
+/**
+ * Validates x, the options and the weights read in place; allocates (or
+ * checks) the output. pool is the block's idle workspaces, for the allocation
+ * check: what the call's workspace would add.
+ */
+export function prepareForward(
+  fn: string,
+  w: BlockWeights,
+  pool: readonly Workspace[],
+  x: TensorLike,
+  options: MultiHeadSelfAttentionForwardOptions | undefined,
+  mode: 'sync' | 'async',
+): PreparedForward {
+  const opts = checkOptions<MultiHeadSelfAttentionForwardOptions>(fn, options, FORWARD_KEYS);
+  const tx = checkTensor(fn, 'x', x);
+  const rank = tx.shape.length;
+  if (rank !== 2 && rank !== 3) {
+    throw rangeError(fn, `x must be [batch, tokens, dim] or [tokens, dim], received shape ${formatShape(tx.shape)}`);
+  }
+  if (tx.shape[rank - 1] !== w.dim) {
+    throw rangeError(fn, `x.shape[${rank - 1}] (dim) must equal the block's dim = ${w.dim}, received ${tx.shape[rank - 1]}`);
+  }
+  const twoD = rank === 2;
+  const batch = twoD ? 1 : tx.shape[0];
+  const tokens = tx.shape[rank - 2];
+  const causal = optBoolean(fn, 'options.causal', opts.causal, false);
+  const returnWeights = optBoolean(fn, 'options.returnWeights', opts.returnWeights, false);
+  let mask: CheckedTensor | undefined;
+  if (opts.mask !== undefined) {
+    const full = [batch, w.heads, tokens, tokens];
+    mask = checkTensor(fn, 'options.mask', opts.mask);
+    if (!broadcastsTo(mask.shape, full)) {
+      throw rangeError(
+        fn,
+        `options.mask.shape ${formatShape(mask.shape)} must broadcast to [batch, heads, tokens, tokens] = ${formatShape(full)}`,
+      );
+    }
+  }
+  const pad = checkKeyPaddingMask(fn, opts.keyPaddingMask, batch, tokens, 'tokens', twoD);
+
+  // Everything this call may allocate, checked before any of it is. The list
+  // for the error is built only past the limit: between two forwards, JS runs
+  // several times slower than hot, and every allocation here costs
+  // (docs/design/block-plans.md).
+  const resultFloats = opts.out === undefined ? batch * tokens * w.dim : 0;
+  const workspaceFloats = workspaceGrowth(pool, w, batch * tokens);
+  const weightFloats = returnWeights ? batch * tokens * tokens * (w.heads + 1) : 0;
+  if (!fitsAllocationLimit(resultFloats + workspaceFloats + weightFloats)) {
+    checkAllocation(fn, [
+      ['the result', resultFloats],
+      ['the workspace', workspaceFloats],
+      ['the weights', weightFloats],
+    ]);
+  }
+  const out = resultTensor(fn, opts.out, tx.shape);
+  checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
+  for (const [name, data] of w.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
+  // One of the caller's weight arrays the block reads in place, transferred away since the
+  // constructor: named here, not by the stage that meets it.
+  for (const [name, data] of w.inPlaceWeights) {
+    if (isDetached(data)) throw detachedError(fn, name);
+  }
+  const callerBuffers: Array<[string, ArrayBufferView]> = [['x', tx.data], ['options.out', out.data]];
+  if (mask) callerBuffers.push(['options.mask', mask.data]);
+  if (pad) callerBuffers.push(['options.keyPaddingMask', pad]);
+  if (mode === 'async') {
+    // Checked here, before any stage runs, rather than by the stage that first meets the buffer.
+    const resizable = callerBuffers.find(([, view]) => isResizable(view));
+    if (resizable) throw resizableError(fn, resizable[0]);
+  }
+
+  const attnOptions: AttentionOptions = { heads: w.heads, causal };
+  if (mask) attnOptions.mask = mask;
+  if (pad) attnOptions.keyPaddingMask = pad;
+  return {
+    x: { data: tx.data, shape: [batch, tokens, w.dim] },
+    rows: batch * tokens,
+    batch,
+    tokens,
+    twoD,
+    out,
+    out3: { data: out.data, shape: [batch, tokens, w.dim] },
+    attnOptions,
+    returnWeights,
+    callerBuffers,
+  };
+}

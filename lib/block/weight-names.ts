@@ -1,0 +1,234 @@
+/**
+ * MultiHeadSelfAttention.fromTorch's naming schemes: which keys of a state dict
+ * hold the attention weights (torch.nn.MultiheadAttention's, seed 004's ViT
+ * Attention's, Hugging Face's separate projections; the list is in fromTorch's
+ * documentation), checked and gathered into a MultiHeadSelfAttentionConfig.
+ */
+import { types } from 'node:util';
+import { formatShape, rangeError, typeError } from '../errors';
+import { checkExactShape, checkTensor, type CheckedTensor, type Tensor } from '../tensor';
+import { checkEps, checkOptions, isRecordLike, positiveInteger } from '../validate';
+import type { MultiHeadSelfAttentionConfig, MultiHeadSelfAttentionFromTorchOptions, StateDict } from './types';
+
+const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps'] as const;
+
+/** Hugging Face's names of the separate q, k and v projections (each with .weight, optional .bias). */
+const HF_TRIPLES = [
+  ['query', 'key', 'value'],
+  ['self.query', 'self.key', 'self.value'],
+  ['attention.query', 'attention.key', 'attention.value'],
+  ['q_proj', 'k_proj', 'v_proj'],
+];
+
+/**
+ * The config that fromTorch builds the block from: the weights found under
+ * options.prefix by exactly one naming scheme, with dim and dimHead read from
+ * their shapes. TypeError for a wrong kind of argument, RangeError for missing,
+ * ambiguous or mis-shaped weights, naming the state-dict key.
+ */
+export function configFromStateDict(
+  fn: string,
+  stateDict: StateDict,
+  options: MultiHeadSelfAttentionFromTorchOptions,
+): MultiHeadSelfAttentionConfig {
+  if (!types.isMap(stateDict) && !isRecordLike(stateDict)) {
+    throw typeError(fn, 'stateDict', 'an object or a Map of tensors', stateDict);
+  }
+  if (options === undefined) throw rangeError(fn, 'options.heads is required, received no options');
+  const opts = checkOptions<MultiHeadSelfAttentionFromTorchOptions>(fn, options, FROM_TORCH_KEYS);
+  const heads = positiveInteger(fn, 'options.heads', opts.heads);
+  let prefix = '';
+  if (opts.prefix !== undefined) {
+    if (typeof opts.prefix !== 'string') throw typeError(fn, 'options.prefix', 'a string', opts.prefix);
+    prefix = opts.prefix === '' || opts.prefix.endsWith('.') ? opts.prefix : `${opts.prefix}.`;
+  }
+  const eps = checkEps(fn, 'options.eps', opts.eps);
+
+  const sd: Record<string, unknown> = types.isMap(stateDict) ? Object.fromEntries(stateDict) : (stateDict as Record<string, unknown>);
+  const raw = (name: string): unknown =>
+    Object.prototype.hasOwnProperty.call(sd, prefix + name) ? sd[prefix + name] : undefined;
+  const has = (name: string): boolean => raw(name) !== undefined;
+  const get = (name: string): CheckedTensor | undefined => {
+    const v = raw(name);
+    return v === undefined ? undefined : checkTensor(fn, `stateDict["${prefix + name}"]`, v);
+  };
+  const key = (name: string) => `stateDict["${prefix + name}"]`;
+  const need = (name: string, what: string): CheckedTensor => {
+    const t = get(name);
+    if (!t) throw rangeError(fn, `${key(name)} (${what}) is missing`);
+    return t;
+  };
+  const expectShape = (name: string, t: CheckedTensor, shape: number[], what: string): void =>
+    checkExactShape(fn, key(name), t.shape, shape, what);
+  const matrix = (name: string, t: Tensor): [number, number] => {
+    if (t.shape.length !== 2) throw rangeError(fn, `${key(name)} must be a 2-D [out, in] weight, received shape ${formatShape(t.shape)}`);
+    if (t.shape[0] === 0 || t.shape[1] === 0) {
+      throw rangeError(fn, `${key(name)} must be an [out, in] weight with no zero dim, received shape ${formatShape(t.shape)}`);
+    }
+    return [t.shape[0], t.shape[1]];
+  };
+
+  // Which naming scheme: exactly one must be present under the prefix.
+  const found: string[] = [];
+  if (has('in_proj_weight') || has('q_proj_weight')) found.push('torch');
+  if (has('to_qkv.weight')) found.push('vit');
+  const triples = HF_TRIPLES.filter((t) => t.some((n) => has(`${n}.weight`)));
+  if (triples.length > 0) found.push('hf');
+  const describeScheme = (s: string) =>
+    s === 'torch'
+      ? `${prefix}${has('in_proj_weight') ? 'in_proj_weight' : 'q_proj_weight'}`
+      : s === 'vit'
+        ? `${prefix}to_qkv.weight`
+        : triples.map((t) => `${prefix}${t[0]}.weight`).join(', ');
+  if (found.length === 0 || triples.length > 1) {
+    if (triples.length > 1) {
+      throw rangeError(fn, `ambiguous state dict: found ${describeScheme('hf')}; choose one with options.prefix`);
+    }
+    throw rangeError(fn, `no attention weights under prefix ${JSON.stringify(prefix)}: expected in_proj_weight ` +
+      `(torch.nn.MultiheadAttention), to_qkv.weight (ViT) or query/key/value.weight, q_proj/k_proj/v_proj.weight ` +
+      `(Hugging Face)${suggestPrefixes(Object.keys(sd))}`);
+  }
+  if (found.length > 1) {
+    throw rangeError(fn, `ambiguous state dict: found ${found.map(describeScheme).join(' and ')}; choose one with options.prefix`);
+  }
+  const scheme = found[0];
+
+  let qkvWeight: Tensor;
+  let qkvBias: Tensor | undefined;
+  let qkvName: string;
+  let outNames: string[];
+  let outRequired: boolean;
+  let norm: { weight: Tensor; bias?: Tensor } | undefined;
+
+  if (scheme === 'torch' || scheme === 'hf') {
+    if (scheme === 'torch') {
+      for (const n of ['bias_k', 'bias_v']) {
+        if (has(n)) throw rangeError(fn, `${key(n)} is present: add_bias_kv is not supported`);
+      }
+    }
+    let names: string[];
+    if (scheme === 'torch' && has('in_proj_weight')) {
+      names = [];
+      qkvName = 'in_proj_weight';
+      qkvWeight = need('in_proj_weight', '[3·embed_dim, embed_dim]');
+      const [rows] = matrix(qkvName, qkvWeight);
+      if (rows % 3 !== 0) throw rangeError(fn, `${key(qkvName)}.shape[0] must be a multiple of 3 (q, k, v), received ${rows}`);
+    } else {
+      names = scheme === 'torch' ? ['q_proj_weight', 'k_proj_weight', 'v_proj_weight'] : triples[0].map((n) => `${n}.weight`);
+      qkvName = names[0];
+      const parts = names.map((n) => need(n, 'a [inner, dim] projection weight'));
+      const [inner, dim] = matrix(names[0], parts[0]);
+      parts.forEach((t, i) => expectShape(names[i], t, [inner, dim], `${key(names[0])}'s shape`));
+      const fused = new Float32Array(3 * inner * dim);
+      parts.forEach((t, i) => fused.set(t.data, i * inner * dim));
+      qkvWeight = { data: fused, shape: [3 * inner, dim] };
+    }
+    const inner = qkvWeight.shape[0] / 3;
+    if (scheme === 'torch') {
+      const b = get('in_proj_bias');
+      if (b) {
+        expectShape('in_proj_bias', b, [3 * inner], '[3·embed_dim]');
+        qkvBias = b;
+      }
+      outNames = ['out_proj'];
+      outRequired = true;
+    } else {
+      const biasNames = triples[0].map((n) => `${n}.bias`);
+      const biases = biasNames.map((n) => get(n));
+      if (biases.some((b) => b)) {
+        const fused = new Float32Array(3 * inner);
+        biases.forEach((b, i) => {
+          if (!b) return; // absent: zeros
+          expectShape(biasNames[i], b, [inner], '[inner]');
+          fused.set(b.data, i * inner);
+        });
+        qkvBias = { data: fused, shape: [3 * inner] };
+      }
+      outNames = ['out_proj', 'o_proj', 'output.dense'];
+      outRequired = false;
+    }
+  } else {
+    qkvName = 'to_qkv.weight';
+    qkvWeight = need(qkvName, '[3·inner, dim]');
+    const [rows] = matrix(qkvName, qkvWeight);
+    if (rows % 3 !== 0) throw rangeError(fn, `${key(qkvName)}.shape[0] must be a multiple of 3 (q, k, v), received ${rows}`);
+    const b = get('to_qkv.bias');
+    if (b) {
+      expectShape('to_qkv.bias', b, [rows], '[3·inner]');
+      qkvBias = b;
+    }
+    outNames = ['to_out.0'];
+    outRequired = false;
+    const nw = get('norm.weight');
+    const nb = get('norm.bias');
+    const dim = qkvWeight.shape[1];
+    if (nb && !nw) throw rangeError(fn, `${key('norm.bias')} is present but ${key('norm.weight')} is missing`);
+    if (nw) {
+      expectShape('norm.weight', nw, [dim], '[dim]');
+      if (nb) expectShape('norm.bias', nb, [dim], '[dim]');
+      norm = nb ? { weight: nw, bias: nb } : { weight: nw };
+    }
+  }
+
+  const [rows, dim] = matrix(qkvName, qkvWeight);
+  const inner = rows / 3;
+  if (inner % heads !== 0) {
+    throw rangeError(fn, `options.heads = ${heads} must divide the projection width ${inner} (${key(qkvName)}.shape[0] / 3)`);
+  }
+  const dimHead = inner / heads;
+
+  const outFound = outNames.filter((n) => has(`${n}.weight`));
+  if (outFound.length > 1) {
+    throw rangeError(fn, `ambiguous output projection: found ${outFound.map((n) => key(`${n}.weight`)).join(' and ')}`);
+  }
+  let outWeight: Tensor | undefined;
+  let outBias: Tensor | undefined;
+  if (outFound.length === 1) {
+    const n = outFound[0];
+    const ow = need(`${n}.weight`, '[dim, inner]');
+    expectShape(`${n}.weight`, ow, [dim, inner], '[dim, inner]');
+    outWeight = ow;
+    const ob = get(`${n}.bias`);
+    if (ob) {
+      expectShape(`${n}.bias`, ob, [dim], '[dim]');
+      outBias = ob;
+    }
+  } else {
+    const stray = outNames.find((n) => has(`${n}.bias`));
+    if (stray) throw rangeError(fn, `${key(`${stray}.bias`)} is present but ${key(`${stray}.weight`)} is missing`);
+    if (outRequired || !(heads === 1 && dimHead === dim)) {
+      throw rangeError(
+        fn,
+        `${outNames.map((n) => key(`${n}.weight`)).join(' or ')} (the output projection [dim, inner] = ` +
+          `${formatShape([dim, inner])}) is missing`,
+      );
+    }
+  }
+
+  return {
+    dim,
+    heads,
+    dimHead,
+    weights: { qkvWeight, qkvBias, outWeight, outBias },
+    norm,
+    eps,
+  };
+}
+
+/** For an error message: prefixes under which some key names a known QKV weight. */
+function suggestPrefixes(keys: string[]): string {
+  const endings = ['in_proj_weight', 'to_qkv.weight', 'query.weight', 'q_proj.weight'];
+  const prefixes = new Set<string>();
+  for (const k of keys) {
+    for (const e of endings) {
+      if (k.endsWith(e) && (k.length === e.length || k[k.length - e.length - 1] === '.')) {
+        let p = k.slice(0, k.length - e.length);
+        if (e === 'query.weight' && (p.endsWith('self.') || p.endsWith('attention.'))) p = p.slice(0, p.lastIndexOf('.', p.length - 2) + 1);
+        prefixes.add(p);
+      }
+    }
+  }
+  if (prefixes.size === 0) return '';
+  const list = [...prefixes].slice(0, 5).map((p) => JSON.stringify(p)).join(', ');
+  return `; keys found under ${list}${prefixes.size > 5 ? ', …' : ''} (pass one as options.prefix)`;
+}
