@@ -1,25 +1,25 @@
 /**
- * The benchmark CLI (benchmarks/, `npx mhsa-bench`): `--check` runs every
+ * The benchmark CLI (benchmarks/cli/, `npx mhsa-bench`): `--check` runs every
  * workload once at a small size and verifies it against float64; usage errors
  * exit with code 2; a wrong result exits with code 1.
  *
- * Runs the real command (benchmarks/bin/mhsa-bench.js) in child processes.
+ * Runs the real command (benchmarks/cli/bin/mhsa-bench.js) in child processes.
  */
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { parseArgs, UsageError } from '../benchmarks/args';
-import { makeInputs } from '../benchmarks/data';
-import { pytorchImpl } from '../benchmarks/peers/pytorch';
-import type { Prepared } from '../benchmarks/peers/types';
-import { buildReference, relativeError } from '../benchmarks/reference';
-import { burstGap, measure } from '../benchmarks/runner';
-import { outputLength, WORKLOADS } from '../benchmarks/workloads';
+import { parseArgs, UsageError } from '../benchmarks/cli/args';
+import { makeInputs } from '../benchmarks/cli/data';
+import { pytorchImpl } from '../benchmarks/cli/peers/pytorch';
+import type { Prepared } from '../benchmarks/cli/peers/types';
+import { buildReference, relativeError } from '../benchmarks/cli/reference';
+import { burstGap, measure } from '../benchmarks/cli/runner';
+import { outputLength, WORKLOADS } from '../benchmarks/cli/workloads';
 
 const ROOT = path.resolve(__dirname, '..');
-const BIN = path.join(ROOT, 'benchmarks', 'bin', 'mhsa-bench.js');
+const BIN = path.join(ROOT, 'benchmarks', 'cli', 'bin', 'mhsa-bench.js');
 
 interface Run {
   status: number | null;
@@ -176,7 +176,7 @@ describe('mhsa-bench --peers=pytorch', () => {
       { seq: 5, op: 'prepare', id: 1, problem: { kind: 'conv' }, threads: 1, inputs: {}, out: '/dev/null', size: 1 },
       { seq: 6, op: 'hello' },
     ];
-    const r = spawnSync(TORCH_PYTHON!, [path.join(ROOT, 'benchmarks', 'peers', 'pytorch_worker.py')], {
+    const r = spawnSync(TORCH_PYTHON!, [path.join(ROOT, 'benchmarks', 'cli', 'peers', 'pytorch_worker.py')], {
       input: requests.map((q) => JSON.stringify(q)).join('\n') + '\n',
       encoding: 'utf8',
       timeout: 120_000,
@@ -288,6 +288,153 @@ describe('mhsa-bench --interleave', () => {
   }, 180_000);
 });
 
+describe('mhsa-bench --svg and --from-json', () => {
+  interface Bar {
+    x: number;
+    y: number;
+    width: number;
+    height: number;
+    key: string;
+    rate: number;
+  }
+
+  /** The chart read as XML-ish text: its size, its title, and every bar (whose numbers must all be finite). */
+  function readChart(svg: string): { width: number; height: number; title: string; bars: Bar[] } {
+    const root = /^<svg ([^>]*)>/.exec(svg);
+    expect(root).not.toBeNull();
+    expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
+    const attrs = (s: string) => Object.fromEntries([...s.matchAll(/([\w:-]+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    const top = attrs(root![1]);
+    const [width, height] = [Number(top.width), Number(top.height)];
+    expect(top.viewBox).toBe(`0 0 ${top.width} ${top.height}`);
+    // Every element opened is closed (titles, texts, tspans), or closes itself.
+    for (const tag of ['title', 'text', 'tspan', 'svg']) {
+      expect({ tag, open: svg.split(`<${tag}`).length - 1 }).toEqual({ tag, open: svg.split(`</${tag}>`).length - 1 });
+    }
+    const bars = [...svg.matchAll(/<rect class="bar" ([^>]*)>/g)].map((m) => {
+      const a = attrs(m[1]);
+      const bar = {
+        x: Number(a.x), y: Number(a.y), width: Number(a.width), height: Number(a.height), rate: Number(a['data-rate']),
+        key: `${a['data-workload']}@${a['data-threads']}:${a['data-impl']}`,
+      };
+      for (const v of [bar.x, bar.y, bar.width, bar.height, bar.rate]) expect(Number.isFinite(v) && v >= 0).toBe(true);
+      expect(bar.x + bar.width).toBeLessThanOrEqual(width);
+      expect(bar.y + bar.height).toBeLessThanOrEqual(height);
+      return bar;
+    });
+    const title = /^<svg [^>]*>\s*<title>([^<]+)<\/title>/.exec(svg)?.[1] ?? '';
+    return { width, height, title, bars };
+  }
+
+  interface TimedRow extends JsonRow {
+    gflops: number | null;
+    gbs: number | null;
+    metric: string;
+  }
+
+  /** One bar per timed row, each as long as its rate over its workload's fastest. */
+  function expectBarsFor(rows: TimedRow[], bars: Bar[]): void {
+    const ok = rows.filter((r) => r.status === 'ok');
+    expect(bars.map((b) => b.key).sort()).toEqual(ok.map((r) => `${r.workload}@${r.threads}:${r.impl}`).sort());
+    for (const w of new Set(ok.map((r) => r.workload))) {
+      const mine = bars.filter((b) => b.key.startsWith(`${w}@`));
+      const longest = Math.max(...mine.map((b) => b.width));
+      const fastest = Math.max(...mine.map((b) => b.rate));
+      for (const b of mine) expect(b.width / longest).toBeCloseTo(b.rate / fastest, 2);
+    }
+  }
+
+  test('a run writes its chart; --from-json renders the same rows (Markdown table and chart) from the saved report', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-bench-svg-'));
+    try {
+      const [json, svg, again] = ['r.json', 'r.svg', 'sub/again.svg'].map((f) => path.join(dir, f));
+      const r = bench(['--workload', 'g_sq64,s_512', '--threads', '1', '--peers=js', '--min-time', '0.02', '--repeat', '2',
+        '--json', json, '--svg', svg]);
+      expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: expect.any(String) });
+      expect(r.stdout).toContain(`SVG chart written to ${svg}`);
+      const report = JSON.parse(fs.readFileSync(json, 'utf8')) as { results: TimedRow[] };
+      expect(report.results.filter((x) => x.status === 'ok')).toHaveLength(4);
+      const chart = readChart(fs.readFileSync(svg, 'utf8'));
+      expect(chart.title).toMatch(/^mhsa-bench custom: mhsa and its peers on .+, \d+ cores$/);
+      expectBarsFor(report.results, chart.bars);
+      expect(fs.readFileSync(svg, 'utf8')).toMatch(/<tspan[^>]*>6144x512 · GB\/s<\/tspan>/);
+
+      const saved = bench(['--from-json', json, '--svg', again, '--markdown']);
+      expect({ status: saved.status, stderr: saved.stderr }).toEqual({ status: 0, stderr: '' });
+      const table = saved.stdout.split('\n').filter((l) => l.startsWith('|'));
+      expect(table[0]).toBe('| workload | shape | thr | impl | median ms | min ms | max ms | rate | % peak | RSS MB | rel err | mhsa x |');
+      expect(table.slice(2).map((l) => l.split(' | ').slice(0, 4).join(' ')).sort()).toEqual(
+        report.results.map((x) => `| ${x.workload} ${(x as unknown as { shape: string }).shape} ${x.threads} ${x.impl}`).sort(),
+      );
+      expect(saved.stdout).toContain(`SVG chart written to ${again}`);
+      expect(readChart(fs.readFileSync(again, 'utf8')).bars).toEqual(chart.bars);
+
+      // --workload and --threads select rows of the saved report.
+      const one = bench(['--from-json', json, '--workload', 's_*', '--svg', again]);
+      expect(one.status).toBe(0);
+      expectBarsFor(report.results.filter((x) => x.workload === 's_512'), readChart(fs.readFileSync(again, 'utf8')).bars);
+      expect(bench(['--from-json', json, '--threads', '2', '--svg', again]).status).toBe(0);
+      expect(readChart(fs.readFileSync(again, 'utf8')).bars).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
+
+  test('a wrong row is named in the chart, with no bar; escaping keeps the text well formed', () => {
+    const { renderChart } = require('../benchmarks/cli/chart') as typeof import('../benchmarks/cli/chart');
+    const row = (impl: string, gflops: number, status = 'ok') => ({
+      workload: 'g_sq64', shape: '64x64x64', threads: 1, impl, status, median_ms: status === 'ok' ? 1 : null, min_ms: null, max_ms: null,
+      samples: null, metric: 'GFLOP/s', gflops: status === 'ok' ? gflops : null, gbs: null, pct_peak: null, rss_mb: null, rel_err: null,
+      checked: null, vs_mhsa: impl === 'mhsa' ? null : 2, note: status === 'ok' ? null : 'wrong result: rel err <1 & "big"', problem: { kind: 'gemm', M: 64, K: 64, N: 64 },
+    });
+    const report = {
+      schema: 'mhsa-bench/1', command: 'mhsa-bench --peers=js', date: '2026-01-01T00:00:00.000Z', elapsed_s: 1,
+      host: { cpu: 'CPU <R> & "co"', cores: 2, platform: 'linux-x64', node: '20.0.0', loadavg_start: [], loadavg_end: [] },
+      info: { version: '0.1.0', isa: 'avx2' }, calibration: null,
+      settings: { mode: 'timing', suite: 'quick', workloads: ['g_sq64'], threads: [1], min_time_s: 1, repeat: 1, interleave: false, tolerance: 1e-3 },
+      impls: [{ impl: 'mhsa', label: 'mhsa 0.1.0', available: true, note: null, timed: {} }],
+      results: [row('mhsa', 50), row('js', 25), row('onnxruntime', 0, 'wrong')],
+    } as unknown as Parameters<typeof renderChart>[0];
+    const svg = renderChart(report);
+    const chart = readChart(svg);
+    expect(chart.title).toBe('mhsa-bench custom: mhsa and its peers on CPU &lt;R&gt; &amp; &quot;co&quot;, 2 cores');
+    expect(chart.bars.map((b) => [b.key, b.width])).toEqual([['g_sq64@1:mhsa', chart.bars[0].width], ['g_sq64@1:js', chart.bars[0].width / 2]]);
+    expect(svg).toContain('WRONG: wrong result: rel err &lt;1 &amp; &quot;big&quot;');
+    expect(svg).toContain('25.0 GFLOP/s · 2.00× mhsa');
+  });
+
+  test('a --check report has no timings to chart: --from-json prints its table, and refuses --svg (exit code 2)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-bench-check-'));
+    try {
+      const json = path.join(dir, 'check.json');
+      expect(bench(['--check', '--workload', 'g_sq64', '--threads', '1', '--json', json]).status).toBe(0);
+      const table = bench(['--from-json', json]);
+      expect(table.status).toBe(0);
+      expect(table.stdout).toMatch(/^g_sq64 +7x9x11 +1 +mhsa +\S+ +77 +OK$/m);
+      const svg = bench(['--from-json', json, '--svg', path.join(dir, 'x.svg')]);
+      expect(svg.status).toBe(2);
+      expect(svg.stderr).toMatch(/--svg charts timings, and .*check\.json is a --check report/);
+      expect(fs.existsSync(path.join(dir, 'x.svg'))).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
+
+  test.each([
+    [['--from-json', '/nonexistent/report.json'], /--from-json cannot read '\/nonexistent\/report\.json' \(ENOENT\)/],
+    [['--from-json', 'package.json'], /--from-json expects an mhsa-bench\/1 report .*'package\.json'/],
+    [['--from-json', 'package.json', '--peers'], /--peers is for a run; --from-json renders a saved report/],
+    [['--from-json'], /--from-json needs a value/],
+    [['--check', '--svg', 'x.svg'], /--svg charts timings, and --check times nothing/],
+    [['--svg'], /--svg needs a value/],
+  ])('%j is a usage error (exit code 2)', (args, message) => {
+    const r = bench(args);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe('');
+  }, 180_000);
+});
+
 describe('mhsa-bench usage errors exit with code 2', () => {
   test.each([
     [['--bogus'], /unknown option '--bogus'/],
@@ -337,7 +484,7 @@ describe('mhsa-bench usage errors exit with code 2', () => {
 
 describe('busyMachineWarning', () => {
   // Imported here, not at the top: the other tests run the CLI as a child process.
-  const { busyMachineWarning } = require('../benchmarks/cli') as typeof import('../benchmarks/cli');
+  const { busyMachineWarning } = require('../benchmarks/cli/cli') as typeof import('../benchmarks/cli/cli');
   const peak = (threads: number, gflops: number) => ({ threads, gflops, gbs: 30 });
 
   test('quiet: a 2-thread peak near twice the 1-thread one; one thread count alone', () => {
@@ -360,7 +507,7 @@ describe('busyMachineWarning', () => {
 });
 
 describe('speedChangeWarning', () => {
-  const { speedChangeWarning } = require('../benchmarks/cli') as typeof import('../benchmarks/cli');
+  const { speedChangeWarning } = require('../benchmarks/cli/cli') as typeof import('../benchmarks/cli/cli');
   const peak = (threads: number, gflops: number, gbs = 30) => ({ threads, gflops, gbs });
 
   test('steady: peaks within a fifth at every thread count, bandwidth ignored, thread counts matched', () => {

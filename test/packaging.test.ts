@@ -290,7 +290,13 @@ describe('as installed from the registry', () => {
     expect((PKG as { dependencies?: Record<string, string> }).dependencies ?? {}).toEqual({});
     expect([PKG.main!, 'dist/lib/index.d.ts', 'dist/lib/load-addon.js'].filter((f) => !files.has(f))).toEqual([]);
     // mhsa-bench runs from dist/; its pytorch peer's Python worker is not compiled there.
-    expect(['benchmarks/bin/mhsa-bench.js', 'dist/benchmarks/peers/pytorch.js', 'benchmarks/peers/pytorch_worker.py'].filter((f) => !files.has(f))).toEqual([]);
+    const cli = ['benchmarks/cli/bin/mhsa-bench.js', 'dist/benchmarks/cli/cli.js', 'dist/benchmarks/cli/peers/pytorch.js', 'benchmarks/cli/peers/pytorch_worker.py'];
+    expect(cli.filter((f) => !files.has(f))).toEqual([]);
+    // Of the benchmarks, only the CLI ships, as JS, with its README (options, JSON schema: --help points
+    // there): no sources, maps or declarations, no tools/ or native/.
+    const shipsWithCli = (f: string) => cli.includes(f) || f === 'benchmarks/README.md' || /^dist\/benchmarks\/cli\/.+\.js$/.test(f);
+    expect([...files].filter((f) => (f.startsWith('benchmarks/') || f.startsWith('dist/benchmarks/')) && !shipsWithCli(f))).toEqual([]);
+    expect([...files].filter((f) => f.startsWith('dist/') && !f.startsWith('dist/lib/') && !f.startsWith('dist/benchmarks/cli/'))).toEqual([]);
   });
 
   test('every shipped source map points at shipped sources, and the license text ships', () => {
@@ -309,8 +315,9 @@ describe('as installed from the registry', () => {
         if (!files.has(source)) missing.push(`${map} -> ${source}`);
       }
     }
-    // And the other way: a compiled file's sourceMappingURL names a shipped map.
-    for (const js of [...files].filter((f) => f.endsWith('.js') && f.startsWith('dist/'))) {
+    // And the other way: a compiled file's sourceMappingURL names a shipped map. The benchmark CLI
+    // ships as JS alone (no sources to map to); Node, even with --enable-source-maps, skips a missing map.
+    for (const js of [...files].filter((f) => f.endsWith('.js') && f.startsWith('dist/') && !f.startsWith('dist/benchmarks/'))) {
       const url = /\/\/# sourceMappingURL=(\S+)\s*$/.exec(fs.readFileSync(path.join(ROOT, js), 'utf8'));
       if (url && !files.has(shippedPath(js, url[1]))) missing.push(`${js} -> ${shippedPath(js, url[1])}`);
     }
@@ -337,9 +344,14 @@ describe('as installed from the registry', () => {
       fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
       const env = { ...process.env };
       delete env.MHSA_ADDON; // the copy has the install's build/ only
-      const run = spawnSync(process.execPath, [path.join(dir, 'benchmarks', 'bin', 'mhsa-bench.js'), '--help'], { cwd: dir, env, encoding: 'utf8' });
+      const bin = path.join(dir, 'benchmarks', 'cli', 'bin', 'mhsa-bench.js');
+      const run = spawnSync(process.execPath, [bin, '--help'], { cwd: dir, env, encoding: 'utf8' });
       expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
       expect(run.stdout).toContain('mhsa-bench');
+      // The shipped JS is the whole CLI: a check of a GEMM and the block runs from it.
+      const check = spawnSync(process.execPath, [bin, '--check', '--workload', 'g_sq64,m_vit1', '--threads', '1'], { cwd: dir, env, encoding: 'utf8' });
+      expect({ status: check.status, stderr: check.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(check.stdout).toMatch(/^2 ok, 0 wrong, 0 errors, 0 skipped/m);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -394,7 +406,7 @@ describe('as installed from the registry', () => {
     });
   });
 
-  test('MHSA_ADDON needs no package.json above dist/ (benchmarks/ab-addons.js loads bare copies of dist/)', () => {
+  test('MHSA_ADDON needs no package.json above dist/ (benchmarks/tools/ab-addons.js loads bare copies of dist/)', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-bare-dist-'));
     try {
       fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });

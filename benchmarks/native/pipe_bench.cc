@@ -4,8 +4,8 @@
 // one kind are added to each iteration. An operation that runs on other pipes
 // leaves the iteration's time alone; one that shares the FMA pipes adds to
 // it. This is what an epilogue fused into a GEMM-bound kernel pays for (the
-// scores tile's exp: RESULTS.md, entry 96 from a throwaway loop, and entries
-// 114-117 from this file).
+// scores tile's exp: docs/design/softmax-exp.md, "What is left", has this
+// file's figures on Zen 4 and the cuts they were weighed against).
 //
 // Build and run: BENCH=pipes benchmarks/native/run.sh (AVX-512 hosts only).
 // Prints ns per iteration with 0, 4 and 8 added operations, and the cycles

@@ -3,7 +3,8 @@
 // against the plain GEMM micro-kernel on the same operands, both resident in
 // L1. Attention's efficiency is bounded by these two numbers, with none of the
 // host's noise that whole-op timings carry, so a change to the tile's epilogue
-// can be judged here in seconds (RESULTS.md, entry 94).
+// can be judged here in seconds (the two tiles' figures on Zen 4, and what
+// they leave to cut: docs/design/softmax-exp.md, "What is left").
 //
 // Build and run: BENCH=tile benchmarks/native/run.sh [depth=64] [rows=mr]
 // (MHSA_ISA=avx2 for the AVX2 table; INPLACE=1 gives the scores tile K's rows

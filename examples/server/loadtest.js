@@ -112,7 +112,7 @@ async function getStats(base, reset) {
 
 /** The benchmarks' float64 references (compiled into dist/ with the library). */
 function loadReferences() {
-  const file = path.join(__dirname, '..', '..', 'dist', 'benchmarks', 'reference.js');
+  const file = path.join(__dirname, '..', '..', 'dist', 'benchmarks', 'cli', 'reference.js');
   if (!fs.existsSync(file)) throw new Error(`${file} is missing: compile it with \`npx tsc -p tsconfig.build.json\``);
   return require(file);
 }

@@ -190,7 +190,7 @@ function checkGlibc() {
 
 /**
  * Jest test files against a platform package, in a copy of the checkout's
- * lib/, dist/, test/ and benchmarks/ with no build/ and the package in its
+ * lib/, dist/, test/ and benchmarks/cli/ with no build/ and the package in its
  * node_modules. The copy sits inside the checkout, so the dev dependencies
  * resolve from the checkout's node_modules above it.
  */
@@ -198,10 +198,10 @@ function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests,
   const dir = path.join(work, `tests-${label.replace(/\W+/g, '-')}`);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(path.join(dir, 'node_modules', path.dirname(packageName)), { recursive: true });
-  const skip = path.join(root, 'benchmarks', 'results');
-  // dist/ too, for the tests that load the compiled package in child processes and workers.
-  for (const f of ['package.json', 'jest.config.js', 'tsconfig.json', 'tsconfig.build.json', 'lib', 'dist', 'esm', 'test', 'benchmarks']) {
-    fs.cpSync(path.join(root, f), path.join(dir, f), { recursive: true, preserveTimestamps: true, filter: (src) => src !== skip });
+  // dist/ too, for the tests that load the compiled package in child processes and workers;
+  // benchmarks/cli/ for the seeded inputs the tests share with the benchmark CLI (test/helpers/random.ts).
+  for (const f of ['package.json', 'jest.config.js', 'tsconfig.json', 'tsconfig.build.json', 'lib', 'dist', 'esm', 'test', path.join('benchmarks', 'cli')]) {
+    fs.cpSync(path.join(root, f), path.join(dir, f), { recursive: true, preserveTimestamps: true });
   }
   fs.cpSync(packageDir, path.join(dir, 'node_modules', packageName), { recursive: true });
   const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');

@@ -7,7 +7,7 @@
  * failure can be replayed with `MHSA_TEST_SEED=<seed> npx jest test/<file>`.
  */
 import { randomInt } from 'node:crypto';
-import { rng } from '../../benchmarks/data';
+import { rng } from '../../benchmarks/cli/data';
 
 /** A PRNG returning floats in [0, 1). */
 export type Rng = () => number;

@@ -4,12 +4,12 @@
  * A/B of two builds of the addon in one process, for changes smaller than this
  * host's drift (two processes run minutes apart differ by up to ±30 %).
  *
- *   node benchmarks/ab-addons.js A.node B.node block [batch=1] [rounds=40] [burst=5]
- *   node benchmarks/ab-addons.js A.node B.node attention [heads=12] [tokens=197] [rounds=30] [burst=5]
- *   node benchmarks/ab-addons.js A.node B.node attention-bshd [heads=12] [tokens=197] [rounds=30] [burst=5]
- *   node benchmarks/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
- *   node benchmarks/ab-addons.js A.node B.node softmax [rows,cols=6144,512] [rounds=30] [burst=5]
- *   node benchmarks/ab-addons.js A.node B.node layernorm [rows,cols=197,768] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node block [batch=1] [rounds=40] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node attention [heads=12] [tokens=197] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node attention-bshd [heads=12] [tokens=197] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node softmax [rows,cols=6144,512] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node layernorm [rows,cols=197,768] [rounds=30] [burst=5]
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
@@ -28,9 +28,9 @@
  *
  * Calls well under a millisecond can mislead in a whole run: an A/A run (one build
  * under two names) of `matmul 256,64,256` once measured B/A 1.78 and another 1.69, where the
- * next A/A runs measured 1.00. Each addon has its own thread pool, and in some runs one
+ * next A/A runs measured 1.00 (Zen 4). Each addon has its own thread pool, and in some runs one
  * addon's helper seems to share a core with the main thread throughout. Run short ops twice,
- * in both orders, or time them natively (RESULTS.md, entry 105).
+ * in both orders, or time them natively.
  *
  * Build an addon to compare with: check the other commit out in a worktree,
  * `node scripts/build-addon.js` there, copy build/Release/mhsa.node away.
@@ -43,7 +43,7 @@
  * Builds that use that scratch at different sizes (a GEMM change to how a
  * product is split, say) share it too, and the ratio can mislead: 197 x 64 x
  * 768 measured 1.575x the time here for a build that took 0.45x the time in a
- * process of its own (RESULTS.md, entry 86). Compare such builds in separate
+ * process of its own (Zen 4). Compare such builds in separate
  * processes, alternated (MHSA_ADDON=<path> selects the build).
  */
 const fs = require('node:fs');
@@ -52,10 +52,10 @@ const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
 if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax', 'layernorm'].includes(kind)) {
-  console.error('usage: node benchmarks/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm [...]');
+  console.error('usage: node benchmarks/tools/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm [...]');
   process.exit(2);
 }
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const nums = (['matmul', 'softmax', 'layernorm'].includes(kind) ? rest.slice(1) : rest).map(Number);
 
 /** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */

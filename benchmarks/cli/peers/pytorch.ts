@@ -25,11 +25,11 @@ import type { Inputs } from '../data';
 import { outputLength, type Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
-/** The worker script: beside this file in the sources, under benchmarks/peers from dist/benchmarks/peers. */
+/** The worker script: beside this file in the sources, under benchmarks/cli/peers from dist/benchmarks/cli/peers. */
 function workerScript(): string {
   const candidates = [
     path.join(__dirname, 'pytorch_worker.py'),
-    path.resolve(__dirname, '..', '..', '..', 'benchmarks', 'peers', 'pytorch_worker.py'),
+    path.resolve(__dirname, '..', '..', '..', '..', 'benchmarks', 'cli', 'peers', 'pytorch_worker.py'),
   ];
   return candidates.find((f) => fs.existsSync(f)) ?? candidates[0];
 }

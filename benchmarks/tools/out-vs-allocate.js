@@ -3,9 +3,9 @@
 /**
  * What a result costs when the call allocates it instead of writing into `out`.
  *
- *   node benchmarks/out-vs-allocate.js [rounds = 20]            both forms in alternating bursts
- *   node benchmarks/out-vs-allocate.js [rounds = 20] allocate   only the allocating form
- *   node benchmarks/out-vs-allocate.js [rounds = 20] out        only the `out` form
+ *   node benchmarks/tools/out-vs-allocate.js [rounds = 20]            both forms in alternating bursts
+ *   node benchmarks/tools/out-vs-allocate.js [rounds = 20] allocate   only the allocating form
+ *   node benchmarks/tools/out-vs-allocate.js [rounds = 20] out        only the `out` form
  *
  * A new Float32Array is often memory fresh from the OS (glibc returns large
  * freed blocks), so the kernel's first writes to it fault pages in and the
@@ -15,12 +15,12 @@
  * after it) shows the worst case. Prints the median ms per call of each op.
  */
 const path = require('node:path');
-const m = require(path.resolve(__dirname, '..'));
+const m = require(path.resolve(__dirname, '..', '..'));
 
 const rounds = Number(process.argv[2] || 20);
 const only = process.argv[3];
 if (!(rounds > 0) || (only !== undefined && only !== 'out' && only !== 'allocate')) {
-  console.error('usage: node benchmarks/out-vs-allocate.js [rounds = 20] [out|allocate]');
+  console.error('usage: node benchmarks/tools/out-vs-allocate.js [rounds = 20] [out|allocate]');
   process.exit(2);
 }
 const burst = 5;

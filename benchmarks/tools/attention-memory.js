@@ -1,9 +1,9 @@
 // Peak RSS growth of attention at B1 H8 N16384 d64 (issue 4's memory target: at most 64 MB over the
-// inputs and the output), causal and not. Usage: node benchmarks/attention-memory.js
+// inputs and the output), causal and not. Usage: node benchmarks/tools/attention-memory.js
 // Needs the compiled package (npm install). Reads /proc/self/status (Linux) for VmHWM.
 'use strict';
 const fs = require('node:fs');
-const { attention } = require('..');
+const { attention } = require('../..');
 
 function peakRssMB() {
   const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));

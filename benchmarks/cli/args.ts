@@ -22,6 +22,12 @@ export interface Options {
   /** File to write the JSON report to; '-' writes it to stdout instead of the table. */
   json?: string;
   markdown: boolean;
+  /** File to write the chart of the timed rows to (SVG). */
+  svg?: string;
+  /** A saved JSON report to render (table, --markdown, --svg) instead of running anything. */
+  fromJson?: string;
+  /** True when --threads picked the thread counts (with --from-json: which rows to show). */
+  explicitThreads: boolean;
   /** Peer names to run (empty: mhsa only). */
   peers: string[];
   list: boolean;
@@ -58,6 +64,9 @@ Options:
   --peers[=LIST]         also run peers: onnxruntime, onnxruntime-mha, pytorch, pytorch-mha, mhsa-alloc, mhsa-unfused, tfjs-wasm, js (default: all)
   --json FILE            write the JSON report to FILE ('-': to stdout, no table)
   --markdown             print the table as Markdown
+  --svg FILE             write a bar chart of the timed rows to FILE (SVG)
+  --from-json REPORT     run nothing: print the table of a saved JSON report (and
+                         --svg its chart); --workload and --threads select its rows
   --interleave           time mhsa and its peers in alternating bursts (same host noise
                          for each; the fair comparison on a shared machine)
   --check                run every workload once at a small size and verify it; no timing
@@ -82,6 +91,10 @@ export function parseArgs(argv: readonly string[]): Options {
   let repeat: number | undefined;
   let json: string | undefined;
   let markdown = false;
+  let svg: string | undefined;
+  let fromJson: string | undefined;
+  /** Options given that only a run uses (refused with --from-json). */
+  const runOnly: string[] = [];
   let peers: string[] = [];
   let list = false;
   let help = false;
@@ -104,6 +117,7 @@ export function parseArgs(argv: readonly string[]): Options {
     const noValue = () => {
       if (inline !== undefined) throw new UsageError(`${name} takes no value, received '${arg}'`);
     };
+    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--check', '--list'].includes(name)) runOnly.push(name);
     switch (name) {
       case '--suite': {
         const v = value();
@@ -138,6 +152,12 @@ export function parseArgs(argv: readonly string[]): Options {
       case '--markdown':
         noValue();
         markdown = true;
+        break;
+      case '--svg':
+        svg = value();
+        break;
+      case '--from-json':
+        fromJson = value();
         break;
       case '--peers': {
         if (inline === undefined) {
@@ -174,6 +194,11 @@ export function parseArgs(argv: readonly string[]): Options {
     }
   }
 
+  if (fromJson !== undefined && runOnly.length > 0) {
+    throw new UsageError(`${runOnly[0]} is for a run; --from-json renders a saved report (it takes --markdown, --svg, --workload and --threads)`);
+  }
+  if (svg !== undefined && check) throw new UsageError('--svg charts timings, and --check times nothing');
+
   let workloads: Workload[];
   if (workloadList !== undefined) {
     try {
@@ -190,10 +215,13 @@ export function parseArgs(argv: readonly string[]): Options {
     suite,
     explicitWorkloads: workloadList !== undefined,
     threads: threads ?? defaultThreads(),
+    explicitThreads: threads !== undefined,
     minTime: minTime ?? DEFAULTS[suite].minTime,
     repeat: repeat ?? DEFAULTS[suite].repeat,
     json,
     markdown,
+    svg,
+    fromJson,
     peers,
     list,
     help,

@@ -6,7 +6,7 @@
  * hot loop, pass `out`"). Peers allocate their outputs too (onnxruntime-node
  * copies each output into a new JS array), so this is the like-for-like row.
  */
-import { attention, matmul, setNumThreads, softmax } from '../../lib';
+import { attention, matmul, setNumThreads, softmax } from '../../../lib';
 import type { Inputs } from '../data';
 import { blockClass, newBlock, t } from '../mhsa-impl';
 import type { Problem } from '../workloads';

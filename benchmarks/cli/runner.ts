@@ -216,10 +216,10 @@ export async function measure(p: Prepared, opts: TimingOptions): Promise<Measure
  * this process has used under a fifth of a core over the last 20 ms, 250 ms at
  * most; returns its length in ms. A library's pool threads spin for a while
  * after a call: mhsa's for 2 ms, onnxruntime's intra-op worker for ~40 ms
- * (measured: a core's worth of CPU in each window up to 40 ms after a
- * session.run, on every workload tried). A fixed 20 ms gap let each burst
- * after onnxruntime's start with one of two cores still taken by its spinning
- * (RESULTS.md, entry 97).
+ * (measured on Zen 4: a core's worth of CPU in each window up to 40 ms after a
+ * session.run, on every workload tried; both spins: docs/design/thread-pool.md).
+ * A fixed 20 ms gap let each burst after onnxruntime's start with one of two
+ * cores still taken by its spinning.
  */
 export function burstGap(): Promise<number> {
   return untilQuiet(20, 20, 0.2, 250);

@@ -3,28 +3,20 @@
  * workloads, verifies every result against a float64 reference, and prints an
  * aligned table (stdout) and/or a JSON report. Run `mhsa-bench --help`.
  */
-import * as fs from 'node:fs';
 import * as os from 'node:os';
-import * as path from 'node:path';
-import { info, setNumThreads, getNumThreads } from '../lib';
-import { native } from '../lib/native';
+import { info, setNumThreads, getNumThreads } from '../../lib';
+import { native } from '../../lib/native';
 import { parseArgs, USAGE, UsageError, type Options } from './args';
 import { makeInputs, type Inputs } from './data';
 import { mhsaImpl } from './mhsa-impl';
 import { PEERS, type Impl, type Prepared } from './peers';
 import { pytorchMissing } from './peers/pytorch';
 import { buildReference, relativeError, TOLERANCE, type Reference } from './reference';
-import { formatTable, legend, type Row } from './report';
+import { renderChart } from './chart';
+import { renderSaved } from './from-json';
+import { formatTable, legend, SCHEMA, skipNotes, writeReportFile, type ImplInfo, type Peak, type Report, type Row } from './report';
 import { measure, measureInterleaved, once, type Measurement } from './runner';
 import { bytes, flops, outputLength, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
-
-export const SCHEMA = 'mhsa-bench/1';
-
-export interface Peak {
-  threads: number;
-  gflops: number;
-  gbs: number;
-}
 
 /**
  * A warning when the start-up calibration shows other work on the machine: an
@@ -283,27 +275,6 @@ function plannedCount(opts: Options, impls: Impl[]): number {
   return n;
 }
 
-/** Skipped rows, collapsed to one note per (impl, reason). */
-function skipNotes(rows: readonly Row[], workloadCount: number): string[] {
-  const byReason = new Map<string, Map<number, string[]>>();
-  for (const r of rows) {
-    if (r.status !== 'skipped') continue;
-    const key = `${r.impl}: ${r.note}`;
-    const perThreads = byReason.get(key) ?? new Map<number, string[]>();
-    byReason.set(key, perThreads);
-    perThreads.set(r.threads, [...(perThreads.get(r.threads) ?? []), r.workload]);
-  }
-  return [...byReason].map(([key, perThreads]) => {
-    const lists = [...perThreads];
-    const names = (ws: string[]) => (ws.length === workloadCount ? 'every workload' : ws.join(', '));
-    const same = lists.every(([, ws]) => ws.join() === lists[0][1].join());
-    const where = same
-      ? `${names(lists[0][1])} at ${lists.map(([t]) => t).join(' and ')} thr`
-      : lists.map(([t, ws]) => `${names(ws)} at ${t} thr`).join('; ');
-    return `note: skipped ${key} (${where})`;
-  });
-}
-
 /**
  * Testing hook: MHSA_BENCH_FAULT=<impl> adds 1 to element 0 of that impl's
  * every output, so tests can see a wrong result reported (exit code 1).
@@ -342,6 +313,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${listText()}\n`);
     return 0;
   }
+  if (opts.fromJson !== undefined) {
+    try {
+      return renderSaved(opts);
+    } catch (e) {
+      if (!(e instanceof UsageError)) throw e;
+      process.stderr.write(`mhsa-bench: ${e.message}\n`);
+      return 2;
+    }
+  }
 
   const jsonToStdout = opts.json === '-';
   // Everything but the JSON goes to stderr when stdout carries the JSON.
@@ -357,7 +337,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   out(`info() at start-up: ${JSON.stringify(mhsaInfo)}; rows run at --threads ${opts.threads.join(',')}`);
 
   const impls: Impl[] = [];
-  const implInfo: { impl: string; label: string; available: boolean; note: string | null; timed: Record<string, string> }[] = [];
+  const implInfo: ImplInfo[] = [];
   const notes: string[] = [];
   const candidates: Impl[] = [mhsaImpl, ...PEERS.filter((p) => opts.peers.includes(p.name))];
   for (const impl of candidates) {
@@ -445,8 +425,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       (opts.check ? '' : `; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`),
   );
 
-  if (opts.json !== undefined) {
-    const report = {
+  if (opts.json !== undefined || opts.svg !== undefined) {
+    const report: Report = {
       schema: SCHEMA,
       command: `mhsa-bench ${argv.join(' ')}`.trim(),
       date: started.toISOString(),
@@ -474,16 +454,22 @@ export async function main(argv: readonly string[]): Promise<number> {
       impls: implInfo,
       results: rows.map(({ problem, ...r }) => ({ ...r, problem })),
     };
-    const text = `${JSON.stringify(report, null, 2)}\n`;
-    if (jsonToStdout) process.stdout.write(text);
-    else {
-      fs.mkdirSync(path.dirname(path.resolve(opts.json)), { recursive: true });
-      fs.writeFileSync(opts.json, text);
-      out(`JSON report written to ${opts.json}`);
+    if (opts.svg !== undefined) {
+      writeReportFile(opts.svg, renderChart(report));
+      out(`SVG chart written to ${opts.svg}`);
+    }
+    if (opts.json !== undefined) {
+      const text = `${JSON.stringify(report, null, 2)}\n`;
+      if (jsonToStdout) process.stdout.write(text);
+      else {
+        writeReportFile(opts.json, text);
+        out(`JSON report written to ${opts.json}`);
+      }
     }
   }
   return wrong.length > 0 || mhsaFailed.length > 0 ? 1 : 0;
 }
+
 
 /** Runs main() and exits with its code (peers may keep thread pools or workers alive). */
 export function run(argv: readonly string[]): void {

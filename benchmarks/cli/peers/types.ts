@@ -1,6 +1,6 @@
 /**
  * The adapter interface every implementation is measured through: mhsa itself
- * (benchmarks/mhsa-impl.ts) and each peer (one file each in this folder).
+ * (benchmarks/cli/mhsa-impl.ts) and each peer (one file each in this folder).
  */
 import type { Inputs } from '../data';
 import type { Problem } from '../workloads';

@@ -1,8 +1,9 @@
 // Times each stage of the seed-004 block (ViT-B/16 attention, 197 tokens) next to the whole
-// MultiHeadSelfAttention.forward, for RESULTS.md's stage shares. The stages run round-robin, one
-// call each per round, so every median comes from the same minutes of a noisy shared host.
-// Usage: node benchmarks/block-stages.js [batch] [seconds]   (needs the compiled package: npm install)
-const m = require('..');
+// MultiHeadSelfAttention.forward, to show where the block's time goes: each stage's median, GFLOP/s
+// and share of the stages' sum, and what forward takes beyond that sum. The stages run round-robin,
+// one call each per round, so every median comes from the same minutes of a noisy shared host.
+// Usage: node benchmarks/tools/block-stages.js [batch] [seconds]   (needs the compiled package: npm install)
+const m = require('../..');
 
 const B = Number(process.argv[2]) || 1;
 const seconds = Number(process.argv[3]) || 10;

@@ -1,5 +1,10 @@
-/** Result rows, the aligned text / Markdown table, and the JSON report. */
-import type { Metric, Problem } from './workloads';
+/** Result rows, the aligned text / Markdown table, and the JSON report (written, and read back by --from-json). */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { UsageError } from './args';
+import { suiteWorkloads, type Metric, type Problem } from './workloads';
+
+export const SCHEMA = 'mhsa-bench/1';
 
 export type Status = 'ok' | 'wrong' | 'error' | 'skipped';
 
@@ -118,4 +123,99 @@ export function legend(withPeers: boolean): string {
     'RSS MB: peak resident-set growth during the calls; rel err: ‖y − ref‖₂/‖ref‖₂ against float64 on a sample',
     ...(withPeers ? ['mhsa x: peer median / mhsa median at the same thread count (> 1: mhsa is faster)'] : []),
   ].join('\n');
+}
+
+/** A measured peak of one thread count: the FMA rate and the read bandwidth. */
+export interface Peak {
+  threads: number;
+  gflops: number;
+  gbs: number;
+}
+
+/** One implementation as the report lists it (loaded or skipped, and what its call times). */
+export interface ImplInfo {
+  impl: string;
+  label: string;
+  available: boolean;
+  note: string | null;
+  timed: Record<string, string>;
+}
+
+/** The JSON report, schema mhsa-bench/1 (documented in benchmarks/README.md). */
+export interface Report {
+  schema: string;
+  command: string;
+  date: string;
+  elapsed_s: number;
+  host: { cpu: string | null; cores: number; platform: string; node: string; loadavg_start: number[]; loadavg_end: number[] };
+  /** mhsa's info() at start-up (more fields than these two). */
+  info: { version?: string; isa?: string };
+  calibration: { start: Peak[]; end: Peak[] | null } | null;
+  settings: {
+    mode: 'timing' | 'check';
+    suite: string;
+    workloads: string[];
+    threads: number[];
+    min_time_s: number;
+    repeat: number;
+    interleave: boolean;
+    tolerance: number;
+  };
+  impls: ImplInfo[];
+  results: Row[];
+}
+
+/** A saved report (--from-json); a missing, unreadable or foreign file is a usage error. */
+export function loadReport(file: string): Report {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--from-json cannot read '${file}' (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  let report: Partial<Report>;
+  try {
+    report = JSON.parse(text) as Partial<Report>;
+  } catch (e) {
+    throw new UsageError(`--from-json expects a JSON report, and '${file}' is not JSON (${(e as Error).message})`);
+  }
+  if (report?.schema !== SCHEMA || !Array.isArray(report.results) || !report.settings || !report.host) {
+    throw new UsageError(`--from-json expects an ${SCHEMA} report (mhsa-bench --json), received '${file}' with schema ${JSON.stringify(report?.schema ?? null)}`);
+  }
+  return report as Report;
+}
+
+/** What ran, as the run's first line names it: check, quick, full, or custom (workloads picked with --workload). */
+export function runKind(report: Report): string {
+  const { mode, suite, workloads } = report.settings;
+  if (mode === 'check') return 'check';
+  const names = suite === 'quick' || suite === 'full' ? suiteWorkloads(suite).map((w) => w.name) : [];
+  return names.join() === workloads.join() ? suite : 'custom';
+}
+
+/** Skipped rows, collapsed to one note per (impl, reason). */
+export function skipNotes(rows: readonly Row[], workloadCount: number): string[] {
+  const byReason = new Map<string, Map<number, string[]>>();
+  for (const r of rows) {
+    if (r.status !== 'skipped') continue;
+    const key = `${r.impl}: ${r.note}`;
+    const perThreads = byReason.get(key) ?? new Map<number, string[]>();
+    byReason.set(key, perThreads);
+    perThreads.set(r.threads, [...(perThreads.get(r.threads) ?? []), r.workload]);
+  }
+  return [...byReason].map(([key, perThreads]) => {
+    const lists = [...perThreads];
+    const names = (ws: string[]) => (ws.length === workloadCount ? 'every workload' : ws.join(', '));
+    const same = lists.every(([, ws]) => ws.join() === lists[0][1].join());
+    const where = same
+      ? `${names(lists[0][1])} at ${lists.map(([t]) => t).join(' and ')} thr`
+      : lists.map(([t, ws]) => `${names(ws)} at ${t} thr`).join('; ');
+    return `note: skipped ${key} (${where})`;
+  });
+}
+
+/** Writes a report file (JSON, SVG), making its directory. */
+export function writeReportFile(file: string, text: string): void {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  fs.writeFileSync(file, text);
 }

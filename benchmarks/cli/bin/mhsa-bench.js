@@ -3,18 +3,18 @@
 /**
  * The mhsa-bench command (package.json "bin"; also `npm run bench`).
  *
- * Runs the compiled CLI, dist/benchmarks/cli.js (built with lib/ by `npm install`,
+ * Runs the compiled CLI, dist/benchmarks/cli/cli.js (built with lib/ by `npm install`,
  * `npm run build` or `npx tsc -p tsconfig.build.json`). When that is missing or
- * older than a source file in benchmarks/ or lib/ (a checkout being edited), it runs
+ * older than a source file in benchmarks/cli/ or lib/ (a checkout being edited), it runs
  * the TypeScript sources through ts-node instead, if ts-node is installed. An installed
  * package (no tsconfig.json: npm ships lib/*.ts, and unpacks them after dist/, so
- * they always look newer) runs dist/ as it is.
+ * they always look newer; it ships no benchmarks/cli/*.ts) runs dist/ as it is.
  */
 const fs = require('node:fs');
 const path = require('node:path');
 
-const root = path.resolve(__dirname, '..', '..');
-const compiled = path.join(root, 'dist', 'benchmarks', 'cli.js');
+const root = path.resolve(__dirname, '..', '..', '..');
+const compiled = path.join(root, 'dist', 'benchmarks', 'cli', 'cli.js');
 
 function mtime(file) {
   try {
@@ -24,7 +24,7 @@ function mtime(file) {
   }
 }
 
-/** A .ts file under dir (recursively, not benchmarks/native or bin) newer than its compiled .js. */
+/** A .ts file under dir (recursively, not bin/) newer than its compiled .js. */
 function staleSource(dir) {
   let entries;
   try {
@@ -35,7 +35,7 @@ function staleSource(dir) {
   for (const e of entries) {
     const rel = path.join(dir, e.name);
     if (e.isDirectory()) {
-      if (e.name === 'native' || e.name === 'bin') continue;
+      if (e.name === 'bin') continue;
       const s = staleSource(rel);
       if (s) return s;
     } else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) {
@@ -57,9 +57,9 @@ function hasTsNode() {
 
 const checkout = fs.existsSync(path.join(root, 'tsconfig.json'));
 const stale = !fs.existsSync(compiled)
-  ? 'dist/benchmarks/cli.js'
+  ? 'dist/benchmarks/cli/cli.js'
   : checkout
-    ? staleSource('benchmarks') || staleSource('lib')
+    ? staleSource(path.join('benchmarks', 'cli')) || staleSource('lib')
     : null;
 let cli;
 if (stale && hasTsNode()) {
@@ -67,12 +67,12 @@ if (stale && hasTsNode()) {
     project: path.join(root, 'tsconfig.json'),
     transpileOnly: true,
   });
-  cli = require(path.join(root, 'benchmarks', 'cli.ts'));
+  cli = require(path.join(root, 'benchmarks', 'cli', 'cli.ts'));
 } else if (fs.existsSync(compiled)) {
   if (stale) process.stderr.write(`mhsa-bench: warning: dist/ is older than ${stale}; run \`npm run build\`\n`);
   cli = require(compiled);
 } else {
-  process.stderr.write('mhsa-bench: dist/benchmarks/cli.js is missing: run `npm run build` (or `npx tsc -p tsconfig.build.json`)\n');
+  process.stderr.write('mhsa-bench: dist/benchmarks/cli/cli.js is missing: run `npm run build` (or `npx tsc -p tsconfig.build.json`)\n');
   process.exit(1);
 }
 cli.run(process.argv.slice(2));

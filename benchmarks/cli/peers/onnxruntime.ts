@@ -245,7 +245,7 @@ function ortVersion(): string {
 async function session(g: Graph, threads: number): Promise<Prepared> {
   // MHSA_BENCH_ORT_PROFILE=prefix: onnxruntime's own per-node profile of every
   // session, written as <prefix>_<date>.json when the session is disposed
-  // (summarize with benchmarks/ort-profile.js). For analysis runs only: the
+  // (summarize with benchmarks/tools/ort-profile.js). For analysis runs only: the
   // profiler adds time to every node.
   const profilePrefix = process.env.MHSA_BENCH_ORT_PROFILE;
   const s = await ort!.InferenceSession.create(g.bytes, {

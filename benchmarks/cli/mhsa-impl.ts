@@ -4,8 +4,8 @@
  * is filled with NaN before each timed call, untimed, so a call that wrote
  * nothing can never pass the check with a previous call's numbers.
  */
-import * as lib from '../lib';
-import { attention, info, layerNorm, matmul, setNumThreads, softmax, type Tensor } from '../lib';
+import * as lib from '../../lib';
+import { attention, info, layerNorm, matmul, setNumThreads, softmax, type Tensor } from '../../lib';
 import type { Inputs } from './data';
 import type { Impl, Prepared } from './peers/types';
 import { outputLength, type Problem } from './workloads';
@@ -15,7 +15,7 @@ export function t(data: Float32Array, shape: number[]): Tensor {
   return { data, shape };
 }
 
-/** The slice of lib/block.ts's MultiHeadSelfAttention used here. */
+/** The slice of lib/block/'s MultiHeadSelfAttention used here. */
 interface BlockClass {
   new (config: {
     dim: number;
@@ -67,7 +67,7 @@ export const mhsaImpl: Impl = {
     const i = info();
     this.label = `mhsa ${i.version} (${i.isa}${i.blas ? `, ${i.blas}` : ''})`;
     (this.timed as Record<string, string>).block = blockClass()
-      ? 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x, { out }) (lib/block.ts: ' +
+      ? 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x, { out }) (lib/block/multi-head-self-attention.ts: ' +
         'LayerNorm → q, k, v matmuls on row slices of the fused weight → attention with heads → output matmul + bias, workspace reused)'
       : BLOCK_OPS;
     return null;

@@ -1,11 +1,11 @@
 // Summarizes an onnxruntime profile (written by the bench with MHSA_BENCH_ORT_PROFILE=prefix):
 // per node, the median time of its kernel per run and its share of the run.
-// Usage: node benchmarks/ort-profile.js <profile.json>
+// Usage: node benchmarks/tools/ort-profile.js <profile.json>
 const fs = require('node:fs');
 
 const file = process.argv[2];
 if (!file) {
-  console.error('usage: node benchmarks/ort-profile.js <onnxruntime profile .json>');
+  console.error('usage: node benchmarks/tools/ort-profile.js <onnxruntime profile .json>');
   process.exit(2);
 }
 const events = JSON.parse(fs.readFileSync(file, 'utf8'));

@@ -3,10 +3,10 @@
 /**
  * A/B of MultiHeadSelfAttention.forward between two whole checkouts of the
  * package (each its own lib/ and addon) in one process, for changes to the JS
- * side or to the binding's entry points, which benchmarks/ab-addons.js cannot
+ * side or to the binding's entry points, which benchmarks/tools/ab-addons.js cannot
  * compare (it runs one dist/ against two addons).
  *
- *   node benchmarks/ab-packages.js A-dir B-dir [batch,tokens,dim,heads,dimHead=1,197,768,12,64] [rounds=40] [burst=5]
+ *   node benchmarks/tools/ab-packages.js A-dir B-dir [batch,tokens,dim,heads,dimHead=1,197,768,12,64] [rounds=40] [burst=5]
  *
  * Each directory must be built (`npm install`, or `node scripts/build-addon.js`
  * and `npx tsc -p tsconfig.build.json`); a worktree of another commit with
@@ -22,7 +22,7 @@ const path = require('node:path');
 
 const [dirA, dirB, dims = '1,197,768,12,64', roundsArg = '40', burstArg = '5'] = process.argv.slice(2);
 if (!dirA || !dirB) {
-  console.error('usage: node benchmarks/ab-packages.js A-dir B-dir [batch,tokens,dim,heads,dimHead] [rounds] [burst]');
+  console.error('usage: node benchmarks/tools/ab-packages.js A-dir B-dir [batch,tokens,dim,heads,dimHead] [rounds] [burst]');
   process.exit(2);
 }
 const A = require(path.resolve(dirA));

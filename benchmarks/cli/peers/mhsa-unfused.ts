@@ -5,7 +5,7 @@
  * tensor is materialized (allocated once at prepare, reused by every call).
  * Attention workloads only.
  */
-import { matmul, setNumThreads, softmax, type Tensor } from '../../lib';
+import { matmul, setNumThreads, softmax, type Tensor } from '../../../lib';
 import type { Inputs } from '../data';
 import { t } from '../mhsa-impl';
 import type { Problem } from '../workloads';
