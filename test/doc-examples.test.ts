@@ -1,15 +1,16 @@
 /**
  * The documentation's examples, run: every TSDoc `@example` in lib/ and every
- * ```ts block of the README becomes a module that ts-jest type-checks against
- * the real API and that then runs, in a directory holding the .safetensors
- * files the examples name. What an example claims in a trailing comment is
- * checked too where it is a value:
+ * ```ts block of the Markdown pages in DOC_PAGES (README.md, docs/api.md)
+ * becomes a module that ts-jest type-checks against the real API and that then
+ * runs, in a directory holding the .safetensors files the examples name. What
+ * an example claims in a trailing comment is checked too where it is a value:
  *
  *   const o = attention(q, q, q); // shape [1, 2, 3, 4]     o.shape
  *   const q = matmul(x, w);       // [2, 197, 768]: ...      q.shape
  *   layerNorm(t).data;            // ≈ [-1.342, -0.447]      the values, to the digits shown
  *   matmul(a, b); // { data: Float32Array [4, 5], shape: [1, 2] }
  *   block.projectOut;             // false
+ *   getNumThreads();              // 1                       a number, compared with ===
  *   matmul(a, a, opts);           // a · aᵀ, shape [2, 2]      also `shape: [..]`, `logical [..]`
  *
  * A comment on a code line that states numbers in brackets, ≈ or a boolean in
@@ -31,10 +32,10 @@ interface Example {
   lines: string[];
 }
 
-/** `@example` blocks of lib/*.ts: the comment's lines from the tag to the next tag or the end. */
+/** `@example` blocks of the .ts files in lib/ and its folders: the comment's lines from the tag to the next tag or the end. */
 function tsdocExamples(): Example[] {
   const out: Example[] = [];
-  for (const file of fs.readdirSync(path.join(ROOT, 'lib')).filter((f) => f.endsWith('.ts')).sort()) {
+  for (const file of fs.readdirSync(path.join(ROOT, 'lib'), { encoding: 'utf8', recursive: true }).filter((f) => f.endsWith('.ts')).sort()) {
     const src = fs.readFileSync(path.join(ROOT, 'lib', file), 'utf8');
     for (const m of src.matchAll(/\/\*\*([\s\S]*?)\*\//g)) {
       const comment = m[1].split('\n').map((l) => l.replace(/^\s*\* ?/, ''));
@@ -55,14 +56,22 @@ function tsdocExamples(): Example[] {
   return out;
 }
 
-function readmeExamples(): Example[] {
-  const lines = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n');
+/**
+ * The Markdown pages whose ```ts blocks run, relative to the package root. A page
+ * added here needs a floor in the 'are found' test below; docs/design/ notes
+ * are not listed (their snippets explain, they are not API examples).
+ */
+const DOC_PAGES = ['README.md', 'docs/api.md'];
+
+/** The ```ts blocks of one Markdown page, each named by the page and the block's first line. */
+function markdownExamples(page: string): Example[] {
+  const lines = fs.readFileSync(path.join(ROOT, page), 'utf8').split('\n');
   const out: Example[] = [];
   for (let i = 0; i < lines.length; i++) {
     if (lines[i].trim() !== '```ts') continue;
     const start = i + 1;
     while (i + 1 < lines.length && lines[i + 1].trim() !== '```') i++;
-    out.push({ where: `README.md:${start}`, lines: lines.slice(start, i + 1) });
+    out.push({ where: `${page}:${start}`, lines: lines.slice(start, i + 1) });
   }
   return out;
 }
@@ -85,8 +94,8 @@ function withChecks(line: string, at: string, claims: Claims): string {
   return checked ?? line;
 }
 
-/** A comment that states a value: a list of numbers, ≈, or a boolean. */
-const CLAIM_LIKE = /\[-?\d[\d.]*(?:,\s*-?\d[\d.]*)*\]|^≈|^(?:true|false)$/;
+/** A comment that states a value: a list of numbers, ≈, a boolean or a lone number. */
+const CLAIM_LIKE = /\[-?\d[\d.]*(?:,\s*-?\d[\d.]*)*\]|^≈|^(?:true|false)$|^-?\d+(?:\.\d+)?$/;
 
 interface Claims {
   n: number;
@@ -123,7 +132,7 @@ function claimCheck(code: string, comment: string, at: string): string | null {
   if ((m = new RegExp(String.raw`^(\w+) ${INTEGERS}(?:$|[:,;\s])`).exec(comment)) && new RegExp(String.raw`^(?:const|let) \{[^}]*\b${m[1]}\b`).test(stmt)) {
     return check('__expectShape', m[1], `[${m[2]}]`);
   }
-  if ((m = /^(true|false)$/.exec(comment.trim()))) {
+  if ((m = /^(true|false|-?\d+(?:\.\d+)?)$/.exec(comment.trim()))) {
     return check('__expectEqual', stmt, m[1]);
   }
   return null;
@@ -176,13 +185,15 @@ function moduleSource(ex: Example, claims: Claims): string {
 }
 
 
-const examples = [...tsdocExamples(), ...readmeExamples()];
+const examples = [...tsdocExamples(), ...DOC_PAGES.flatMap(markdownExamples)];
 const claims: Claims = { n: 0, unchecked: [] };
 const sources = examples.map((ex) => moduleSource(ex, claims));
 
 describe('the documentation examples', () => {
   const cwd = process.cwd();
-  const threads = mhsa.getNumThreads(); // an example sets 1; later files in this worker must not inherit it
+  // Examples set these; later files in this worker must not inherit them.
+  const threads = mhsa.getNumThreads();
+  const allocationLimit = mhsa.getAllocationLimit();
   let dir = '';
   beforeAll(() => {
     // The modules, and the files the examples load, in the directory they run in.
@@ -195,14 +206,17 @@ describe('the documentation examples', () => {
   afterAll(() => {
     process.chdir(cwd);
     mhsa.setNumThreads(threads);
+    mhsa.setAllocationLimit(allocationLimit);
     if (!process.env.MHSA_DOC_EXAMPLES_KEEP) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  test('are found: every TSDoc @example and README ```ts block, every value claim checked', () => {
+  test('are found: every TSDoc @example and ```ts block of README.md and docs/api.md, every value claim checked', () => {
     // Counts at the time of writing, as floors: a parser that stops finding them fails here.
-    expect(examples.filter((e) => e.where.startsWith('lib/')).length).toBeGreaterThanOrEqual(15);
-    expect(examples.filter((e) => e.where.startsWith('README')).length).toBeGreaterThanOrEqual(3);
-    expect(claims.n).toBeGreaterThanOrEqual(15);
+    const from = (prefix: string) => examples.filter((e) => e.where.startsWith(prefix)).length;
+    expect(from('lib/')).toBeGreaterThanOrEqual(15);
+    expect(from('README.md:')).toBeGreaterThanOrEqual(6);
+    expect(from('docs/api.md:')).toBeGreaterThanOrEqual(12);
+    expect(claims.n).toBeGreaterThanOrEqual(40);
     // A comment that states a value in a form the checks do not read (or on a line without its `;`).
     expect(claims.unchecked).toEqual([]);
   });

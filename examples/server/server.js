@@ -9,7 +9,7 @@
  *
  * Bodies are JSON or application/octet-stream (raw little-endian float32,
  * shapes in X-*-Shape headers, options in the query string); the reply uses
- * the request's type unless Accept names the other one. See README.md,
+ * the request's type unless Accept names the other one. See docs/api.md,
  * "Serving over HTTP", for the framing, the limits and the error codes.
  *
  * Run: npm run example:server   (environment: PORT, HOST, MHSA_MAX_BODY_BYTES,
