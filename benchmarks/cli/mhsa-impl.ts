@@ -68,7 +68,8 @@ export const mhsaImpl: Impl = {
     this.label = `mhsa ${i.version} (${i.isa}${i.blas ? `, ${i.blas}` : ''})`;
     (this.timed as Record<string, string>).block = blockClass()
       ? 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x, { out }) (lib/block/multi-head-self-attention.ts: ' +
-        'LayerNorm → q, k, v matmuls on row slices of the fused weight → attention with heads → output matmul + bias, workspace reused)'
+        'one fused QKV matmul with the LayerNorm applied as a is packed → attention reading q, k, v in place → output matmul + bias, ' +
+        'one native call, workspace reused)'
       : BLOCK_OPS;
     return null;
   },
