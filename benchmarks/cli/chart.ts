@@ -154,7 +154,7 @@ export function renderChart(report: Report, rows: readonly Row[] = report.result
           const tip = `${r.workload} ${r.shape}, ${r.threads} thr, ${r.impl}: median ${fmtMs(r.median_ms ?? NaN)} ms, ${fmtRate(v)} ${r.metric}${peak}${vs}`;
           body.push(
             `<rect class="bar" x="${n(BAR_X)}" y="${n(top)}" width="${n(w)}" height="${BAR}" fill="${colour.get(r.impl)}" ` +
-              `data-workload="${escapeXml(r.workload)}" data-threads="${r.threads}" data-impl="${escapeXml(r.impl)}" data-rate="${n(v)}">` +
+              `data-workload="${escapeXml(r.workload)}" data-threads="${r.threads}" data-impl="${escapeXml(r.impl)}" data-rate="${Number(v.toPrecision(6))}">` +
               `<title>${escapeXml(tip)}</title></rect>`,
           );
           body.push(text(BAR_X + w + 5, y + BAR, `${fmtRate(v)} ${r.metric}${vs}`));
