@@ -14,6 +14,8 @@ export const {
   attentionAsync,
   layerNorm,
   layerNormAsync,
+  rope,
+  ropeAsync,
   info,
   setNumThreads,
   getNumThreads,

@@ -16,6 +16,7 @@ export {
   type AttentionWithWeights,
 } from './attention';
 export { layerNorm, layerNormAsync, type LayerNormOptions } from './layernorm';
+export { rope, ropeAsync, type RopeOptions } from './rope';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';
 export { setAllocationLimit, getAllocationLimit } from './memory';
 export {

@@ -11,6 +11,7 @@ export interface NativeAddon {
   softmax(...args: unknown[]): void;
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
+  rope(...args: unknown[]): void;
   /** Runs the stages in order as one call (one async job with done): [kind, ...that op's arguments] each. */
   sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
@@ -62,7 +63,7 @@ function warnAboutEnvironment(env: NodeJS.ProcessEnv): void {
 warnAboutEnvironment(process.env);
 
 /** An op whose numeric arguments travel in a Descriptor (native/ops/descriptor_layouts.h lists their order). */
-export type DescriptorOp = 'matmul' | 'layerNormMatmul' | 'softmax' | 'attention' | 'layerNorm' | 'packedSize' | 'packMatrix';
+export type DescriptorOp = 'matmul' | 'layerNormMatmul' | 'softmax' | 'attention' | 'layerNorm' | 'packedSize' | 'packMatrix' | 'rope';
 
 /** One field of a descriptor: how it is packed, and the name the addon's errors use. */
 export type DescriptorField = [kind: 'shape' | 'number' | 'flag', name: string];

@@ -11,6 +11,8 @@ import {
   attention,
   attentionAsync,
   layerNorm,
+  rope,
+  ropeAsync,
   matmul,
   matmulAsync,
   MultiHeadSelfAttention,
@@ -72,6 +74,8 @@ async function everyOp(): Promise<void> {
     attention(t, t, t, { layout, causal: true, scale: 0.3 });
   }
   attention(q, q, q, { mask: tensor([5, 5]), returnWeights: true });
+  rope(q, { offset: 3 });
+  await ropeAsync(tensor([2, 5, 8]), { heads: 2, positions: Int32Array.from([0, 1, 2, 3, 4]), interleaved: true });
   await attentionAsync(q, q, q);
   const x = tensor([2, 3, 8]);
   block(true).forward(x);
@@ -88,7 +92,7 @@ function expectLayout(d: RecordedDescriptor): void {
 }
 
 test('the addon exports a layout for every op lib/ names, each field a shape, number or flag', () => {
-  const ops: DescriptorOp[] = ['matmul', 'layerNormMatmul', 'softmax', 'attention', 'layerNorm', 'packedSize', 'packMatrix'];
+  const ops: DescriptorOp[] = ['matmul', 'layerNormMatmul', 'softmax', 'attention', 'layerNorm', 'packedSize', 'packMatrix', 'rope'];
   expect(Object.keys(layouts).sort()).toEqual([...ops].sort());
   for (const op of ops) {
     expect(layouts[op].fields.length).toBeGreaterThan(0);

@@ -136,6 +136,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<packedSizeBinding>(env, exports, "packedSize");
   exportFunction<packMatrixBinding>(env, exports, "packMatrix");
   exportFunction<layerNormBinding>(env, exports, "layerNorm");
+  exportFunction<ropeBinding>(env, exports, "rope");
   exportFunction<sequenceBinding>(env, exports, "sequence");
   exportFunction<parseSafetensorsBinding>(env, exports, "parseSafetensors");
   exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");

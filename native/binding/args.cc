@@ -56,6 +56,11 @@ JsBuffer optionalByteArg(const Napi::Value& v, const char* fn, const char* arg) 
   return typedArg(v, fn, arg, napi_uint8_array, "Uint8Array");
 }
 
+JsBuffer optionalInt32Arg(const Napi::Value& v, const char* fn, const char* arg) {
+  if (isNullish(v)) return JsBuffer{};
+  return typedArg(v, fn, arg, napi_int32_array, "Int32Array");
+}
+
 Descriptor descriptorArg(const Napi::Value& v, const char* fn) {
   Napi::Env env = v.Env();
   napi_typedarray_type type;

@@ -43,6 +43,8 @@ JsBuffer floatArg(const Napi::Value& v, const char* fn, const char* arg);
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Uint8Array, or null/undefined.
 JsBuffer optionalByteArg(const Napi::Value& v, const char* fn, const char* arg);
+// An Int32Array, or null/undefined.
+JsBuffer optionalInt32Arg(const Napi::Value& v, const char* fn, const char* arg);
 
 // The call's Float64Array descriptor (read synchronously, before returning to JS).
 Descriptor descriptorArg(const Napi::Value& v, const char* fn);

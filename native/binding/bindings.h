@@ -43,6 +43,10 @@ Napi::Value sequenceBinding(const Napi::CallbackInfo& info);
 // desc: x.shape, out.shape, eps. Normalizes over the last dim.
 Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
 
+// rope(x, out, positions|null, desc, callback?): rotary position embedding
+// (kernels/rope.h); desc: descriptor_layouts.h's MHSA_ROPE_FIELDS.
+Napi::Value ropeBinding(const Napi::CallbackInfo& info);
+
 // parseSafetensors(bytes: Uint8Array) -> { dataStart, entries: [name, dtype, shape, begin, end][],
 //   metadata: [key, value][] } or { errorKind: 'TypeError' | 'RangeError', message }: the checked
 //   header of a safetensors image (formats/safetensors.h). Errors come back as values so lib/ can

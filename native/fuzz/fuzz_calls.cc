@@ -64,9 +64,9 @@ double flagValue(ByteSource& in) {
 }
 
 // Descriptor layouts, as lib/native.ts writes them: S shape, N number, F flag.
-enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, OpCount };
+enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
-const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFS", "SSN", "SF", "S", ""};
+const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFS", "SSN", "SF", "S", "", "NSSNNFNS"};
 
 struct Decoded {
   std::vector<double> values;
@@ -171,6 +171,7 @@ bool attentionDims(double layout, const Shape& s, int64_t* b, int64_t* h, int64_
 struct Buffers {
   std::vector<std::vector<float>> floats;
   std::vector<uint8_t> bytes;
+  std::vector<int32_t> ints;
   std::vector<BufferArg> args;
 };
 
@@ -199,7 +200,7 @@ struct Stats {
   ~Stats() {
     if (!std::getenv("MHSA_FUZZ_STATS")) return;
     static const char* const names[OpCount] = {"matmul", "softmax", "attention", "layerNorm", "packMatrix",
-                                               "packedSize", "lnMatmul"};
+                                               "packedSize", "lnMatmul", "rope"};
     for (int i = 0; i < OpCount; ++i) std::fprintf(stderr, "%-10s tried %8ld ran %8ld\n", names[i], tried[i], ran[i]);
   }
 };
@@ -213,6 +214,32 @@ constexpr double kMaxWork = 3e7;
 // a matmul input becomes a layerNormMatmul by a byte after its buffers (an
 // input that ends before it stays a matmul).
 constexpr int kByteOps = LayerNormMatmul;
+
+// rope(x, out, positions?), reached after a packedSize call (see fuzzOne).
+void fuzzRope(ByteSource& in) {
+  ++stats.tried[Rope];
+  Decoded d = decodeDescriptor(Rope, in);
+  const Descriptor desc{d.values.data(), d.values.size()};
+  auto shapeAt = [&](size_t i) { return i < d.shapes.size() ? d.shapes[i] : Shape{}; };
+  Buffers bufs;
+  bufs.floats.reserve(4);
+  BufferArg x = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
+  BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(1)), false));
+  aliasOut(in, bufs, &x, &out);
+  const BufferPlan posPlan = planBuffer(in, shapeAt(2).empty() ? -1 : countOf(shapeAt(2)), true);
+  BufferArg positions;
+  if (posPlan.present) {
+    bufs.ints.assign(static_cast<size_t>(posPlan.length), 0);
+    for (size_t i = 0; i < bufs.ints.size(); ++i) bufs.ints[i] = in.next() < 250 ? in.next() * 257 : -1;
+    positions = {bufs.ints.data(), posPlan.length, true};
+  }
+  RopeCall call;
+  if (!prepareRope(desc, x, out, positions, &call).ok()) return;
+  const RopeProblem& p = call.problem;
+  if (static_cast<double>(p.batch) * p.seq * (p.heads * p.headDim + p.rotaryDim) > kMaxWork) return;
+  runCall(call);
+  ++stats.ran[Rope];
+}
 
 void fuzzOne(const uint8_t* data, size_t size) {
   ByteSource in(data, size);
@@ -341,9 +368,12 @@ void fuzzOne(const uint8_t* data, size_t size) {
     case PackedSize: {
       int64_t floats = 0;
       if (preparePackedSize(desc, &floats).ok()) ++stats.ran[op];
+      // rope came later: reached from here, so the saved inputs of every older op keep their meaning.
+      if (in.next() % 2 == 1) fuzzRope(in);
       return;
     }
     case LayerNormMatmul:  // reached from the Matmul case only
+    case Rope:             // reached from the PackedSize case only
     case OpCount: return;
   }
 }

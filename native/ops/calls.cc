@@ -295,6 +295,75 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
   return Status::success();
 }
 
+Status prepareRope(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& positions,
+                   RopeCall* call) {
+  const char* fn = "rope";
+  DescriptorReader r(desc.data, desc.length, fn);
+  RopeFields f;
+  f.read(r);
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (f.layout != 0 && f.layout != 1) return Status::rangeError("rope: layout code must be 0 (bhsd) or 1 (bshd)");
+  if (f.x.size() != 4) return Status::rangeError("rope: x must be 4-D, received " + shapeToString(f.x));
+  MHSA_RETURN_IF_ERROR(checkLength(fn, "x", f.x, x.length));
+  MHSA_RETURN_IF_ERROR(checkLength(fn, "out", f.out, out.length));
+  if (f.out != f.x) return Status::rangeError("rope: out.shape must equal x.shape " + shapeToString(f.x));
+  const bool bshd = f.layout == 1;
+  const int64_t batch = f.x[0], seq = bshd ? f.x[1] : f.x[2], heads = bshd ? f.x[2] : f.x[1], headDim = f.x[3];
+  const double rd = f.rotaryDim;
+  if (!(rd >= 0 && rd <= static_cast<double>(headDim)) || std::floor(rd) != rd || std::fmod(rd, 2.0) != 0)
+    return Status::rangeError("rope: rotaryDim must be an even whole number from 0 to headDim = " +
+                              std::to_string(headDim));
+  if (!(f.theta > 0) || !std::isfinite(f.theta))
+    return Status::rangeError("rope: theta must be a finite number above 0");
+  if (!(f.offset >= 0 && f.offset <= kMaxSafeInteger) || std::floor(f.offset) != f.offset)
+    return Status::rangeError("rope: offset must be a non-negative safe integer");
+  const int64_t offset = static_cast<int64_t>(f.offset);
+  if (offset > static_cast<int64_t>(kMaxSafeInteger) - seq)
+    return Status::rangeError("rope: offset + seq must be a safe integer");
+  if (positions.present != !f.positions.empty())
+    return Status::rangeError("rope: positions.shape must be given exactly when positions is");
+  bool perBatch = false;
+  if (positions.present && offset != 0) return Status::rangeError("rope: offset must be 0 when positions is given");
+  if (positions.present) {
+    const Shape& ps = f.positions;
+    perBatch = ps.size() == 2;
+    if (!(ps.size() == 1 && ps[0] == seq) && !(ps.size() == 2 && ps[0] == batch && ps[1] == seq))
+      return Status::rangeError("rope: positions.shape must be [seq] = [" + std::to_string(seq) +
+                                "] or [batch, seq] = [" + std::to_string(batch) + ", " + std::to_string(seq) +
+                                "], received " + shapeToString(ps));
+    MHSA_RETURN_IF_ERROR(checkLength(fn, "positions", ps, positions.length));
+    const auto* pos = static_cast<const int32_t*>(positions.data);
+    for (int64_t i = 0; i < positions.length; ++i)
+      if (pos[i] < 0)
+        return Status::rangeError("rope: positions[" + std::to_string(i) + "] must be non-negative, received " +
+                                  std::to_string(pos[i]));
+  }
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "x", x, 4, true));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "positions", positions, 4, false));
+  RopeProblem& p = call->problem;
+  p.x = x.floats();
+  p.out = out.mutableFloats();
+  p.batch = batch;
+  p.seq = seq;
+  p.heads = heads;
+  p.headDim = headDim;
+  p.headStride = bshd ? headDim : seq * headDim;
+  p.seqStride = bshd ? heads * headDim : headDim;
+  p.batchStride = seq * heads * headDim;
+  p.rotaryDim = static_cast<int64_t>(rd);
+  p.interleaved = f.interleaved;
+  p.theta = f.theta;
+  p.positions = positions.present ? static_cast<const int32_t*>(positions.data) : nullptr;
+  p.positionsPerBatch = perBatch;
+  p.offset = offset;
+  return Status::success();
+}
+
+void runCall(const RopeCall& call) {
+  ComputeScope computing;
+  ropeForward(call.problem);
+}
+
 void runCall(const PackCall& call) {
   ComputeScope computing;
   packWholeB(call.b, call.k, call.n, call.out);

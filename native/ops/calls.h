@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../kernels/rope.h"
 #include "attention_op.h"
 #include "matmul_op.h"
 #include "softmax_op.h"
@@ -99,6 +100,16 @@ struct PackCall {
 };
 Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, PackCall* call);
 void runCall(const PackCall& call);
+
+// rope(x, out, positions?): x and out 4-D in the layout given (bhsd or bshd),
+// out = x or disjoint from it; positions an Int32Array of [seq] or
+// [batch, seq] non-negative positions, or absent (offset + token index).
+struct RopeCall {
+  RopeProblem problem{};
+};
+Status prepareRope(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& positions,
+                   RopeCall* call);
+void runCall(const RopeCall& call);
 
 // RangeError unless out's bytes are disjoint from in's (or, when allowSame,
 // exactly the same view). Absent or empty buffers never overlap.

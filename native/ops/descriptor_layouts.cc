@@ -14,6 +14,7 @@ constexpr DescriptorFieldInfo kAttentionStrides[] = {MHSA_ATTENTION_STRIDE_FIELD
 constexpr DescriptorFieldInfo kLayerNorm[] = {MHSA_LAYER_NORM_FIELDS(MHSA_FIELD_INFO)};
 constexpr DescriptorFieldInfo kPackedSize[] = {MHSA_PACKED_SIZE_FIELDS(MHSA_FIELD_INFO)};
 constexpr DescriptorFieldInfo kPackMatrix[] = {MHSA_PACK_MATRIX_FIELDS(MHSA_FIELD_INFO)};
+constexpr DescriptorFieldInfo kRope[] = {MHSA_ROPE_FIELDS(MHSA_FIELD_INFO)};
 
 #undef MHSA_FIELD_INFO
 
@@ -30,6 +31,7 @@ constexpr DescriptorLayoutInfo kLayouts[] = {
     {"layerNorm", kLayerNorm, countOf(kLayerNorm), nullptr, 0},
     {"packedSize", kPackedSize, countOf(kPackedSize), nullptr, 0},
     {"packMatrix", kPackMatrix, countOf(kPackMatrix), nullptr, 0},
+    {"rope", kRope, countOf(kRope), nullptr, 0},
 };
 
 }  // namespace

@@ -38,6 +38,12 @@
 
 #define MHSA_PACK_MATRIX_FIELDS(X) X(shape, b, "b.shape") X(flag, transpose, "transpose")
 
+// layout: 0 bhsd, 1 bshd. positions.shape is rank 0 when positions is absent.
+#define MHSA_ROPE_FIELDS(X)                                                                           \
+  X(number, layout, "layout") X(shape, x, "x.shape") X(shape, out, "out.shape")                       \
+  X(number, rotaryDim, "rotaryDim") X(number, theta, "theta") X(flag, interleaved, "interleaved")     \
+  X(number, offset, "offset") X(shape, positions, "positions.shape")
+
 namespace mhsa {
 
 namespace descriptor_field {
@@ -64,6 +70,7 @@ MHSA_DESCRIPTOR_STRUCT(AttentionStrideFields, MHSA_ATTENTION_STRIDE_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(LayerNormFields, MHSA_LAYER_NORM_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(PackedSizeFields, MHSA_PACKED_SIZE_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(PackMatrixFields, MHSA_PACK_MATRIX_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(RopeFields, MHSA_ROPE_FIELDS)
 
 #undef MHSA_DESCRIPTOR_STRUCT
 #undef MHSA_DESCRIPTOR_READ
