@@ -51,6 +51,10 @@ MHSA_BASELINE_WRAPPER(pthread_rwlock_rdlock)
 MHSA_BASELINE_WRAPPER(pthread_rwlock_wrlock)
 MHSA_BASELINE_WRAPPER(pthread_rwlock_unlock)
 
+// glibc 2.29 gave pow (libm) a new default version that drops the old SVID
+// error handling; both return the same values, and rope's frequencies use it.
+MHSA_BASELINE_WRAPPER(pow)
+
 extern "C" {
 
 // libstdc++ skips atomic reference counts while glibc (2.32 and later) says
