@@ -50,7 +50,8 @@ function describePlatform(): string {
 }
 
 const FROM_SOURCE =
-  'To build it from source (a C++17 compiler, make and python3): run `npm install` in a checkout of mhsa ' +
+  'To build it from source, which needs a C++17 compiler (C++20 for Node 23 and later), make and python3, ' +
+  'run `npm install` in a checkout of mhsa ' +
   "and set MHSA_ADDON to that checkout's build/Release/mhsa.node (or `npm install <checkout>`).";
 
 function loadFile(file: string, source: LoadedAddon['source']): LoadedAddon {

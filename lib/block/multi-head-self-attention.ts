@@ -1,7 +1,8 @@
 /**
- * The multi-head self-attention block of seed 004 (the ViT attention module),
- * composed from the native ops: optional pre-LayerNorm → QKV projection →
- * attention over heads → output projection, run as one native.sequence call.
+ * The multi-head self-attention block (vit-pytorch's `Attention`, the ViT
+ * attention module), composed from the native ops: optional pre-LayerNorm →
+ * QKV projection → attention over heads → output projection, run as one
+ * native.sequence call.
  * No math on tensor data runs in JS. This file holds the class; its config
  * checks are in config.ts, fromTorch's weight names in weight-names.ts, the
  * forward checks in forward-args.ts, the workspaces and plans in plan.ts.
@@ -32,8 +33,8 @@ function rename(e: unknown, fn: string): unknown {
 }
 
 /**
- * Multi-head self-attention with its projections, the block of seed 004 (the
- * Vision Transformer's attention module) and of `torch.nn.MultiheadAttention`
+ * Multi-head self-attention with its projections: vit-pytorch's `Attention`
+ * (the Vision Transformer's attention module) and `torch.nn.MultiheadAttention`
  * used as self-attention:
  *
  *     y = LayerNorm(x)                          (optional)
@@ -80,7 +81,10 @@ export class MultiHeadSelfAttention {
   readonly eps: number;
   /** True when a LayerNorm is applied to the input first. */
   readonly hasNorm: boolean;
-  /** True when the output projection is applied (false only for seed 004's identity case). */
+  /**
+   * True when the output projection is applied (false only in the identity
+   * case: heads = 1, dimHead = dim and no outWeight).
+   */
   readonly projectOut: boolean;
 
   /** The dims and weights as the forward passes use them (the projections packed). */
@@ -123,7 +127,7 @@ export class MultiHeadSelfAttention {
    * - `torch.nn.MultiheadAttention`: `in_proj_weight`, `in_proj_bias`,
    *   `out_proj.weight`, `out_proj.bias` (or `q_proj_weight`, `k_proj_weight`,
    *   `v_proj_weight` when PyTorch stored them separately).
-   * - seed 004's ViT `Attention`: `norm.weight`, `norm.bias`, `to_qkv.weight`
+   * - vit-pytorch's `Attention`: `norm.weight`, `norm.bias`, `to_qkv.weight`
    *   (and `to_qkv.bias` if present), `to_out.0.weight`, `to_out.0.bias`.
    * - Hugging Face separate projections: `query`/`key`/`value` (also under
    *   `self.` or `attention.`, as BERT and ViT name them) or
@@ -134,7 +138,9 @@ export class MultiHeadSelfAttention {
    *   a post-LayerNorm such as BERT's `output.LayerNorm` is not applied.
    *
    * Unknown keys are ignored. dim and dimHead are read from the weights'
-   * shapes. The F32 tensors are used by reference (not copied).
+   * shapes. The projection weights are packed (copied) at construction; a
+   * fused QKV bias, the output bias and the norm parameters are used by
+   * reference (separate q/k/v biases are concatenated into a copy).
    *
    * @example
    * import { loadSafetensors, MultiHeadSelfAttention } from 'mhsa';

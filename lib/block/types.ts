@@ -24,9 +24,12 @@ export interface MultiHeadSelfAttentionConfig {
   heads: number;
   /** Width of one head. Default dim / heads (which must then divide evenly). inner = heads · dimHead. */
   dimHead?: number;
-  /** The projection weights (kept by reference, not copied). */
+  /**
+   * The weights. The projection weights are packed (copied) at construction;
+   * the biases are kept by reference.
+   */
   weights: MultiHeadSelfAttentionWeights;
-  /** A LayerNorm over dim applied to the input first (seed 004's `norm`): weight [dim], optional bias [dim]. */
+  /** A LayerNorm over dim applied to the input first (vit-pytorch's `Attention.norm`): weight [dim], optional bias [dim]. */
   norm?: { weight: TensorLike; bias?: TensorLike };
   /** The LayerNorm's epsilon. Default 1e-5. */
   eps?: number;

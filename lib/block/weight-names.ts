@@ -1,7 +1,7 @@
 /**
  * MultiHeadSelfAttention.fromTorch's naming schemes: which keys of a state dict
- * hold the attention weights (torch.nn.MultiheadAttention's, seed 004's ViT
- * Attention's, Hugging Face's separate projections; the list is in fromTorch's
+ * hold the attention weights (torch.nn.MultiheadAttention's, vit-pytorch's
+ * `Attention`'s, Hugging Face's separate projections; the list is in fromTorch's
  * documentation), checked and gathered into a MultiHeadSelfAttentionConfig.
  */
 import { types } from 'node:util';

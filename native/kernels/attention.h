@@ -32,7 +32,8 @@ struct AttentionProblem {
 // key block (kAttentionKeyBlock x 96), or seqKV x 96 when the weights are
 // returned. Memory stays linear in sequence length.
 // 96 is a whole number of micro-tiles both ways on every ISA: 8 x 12 and 3 x 32
-// (AVX-512), 16 x 6 and 6 x 16 (AVX2), 24 x 4 and 6 x 16 (portable).
+// (AVX-512), 16 x 6 and 6 x 16 (AVX2), 8 x 12 and 12 x 8 (NEON), 24 x 4 and
+// 6 x 16 (portable).
 constexpr int64_t kAttentionQueryTile = 96;
 
 // Keys per online-softmax block: the scores of a block (768 x 96 floats,

@@ -2,9 +2,10 @@
  * mhsa called without `out`: each call allocates its result, as a script that
  * writes `const y = attention(q, k, v)` does. The `mhsa` row passes a
  * preallocated `out`; the difference between the two rows is what a fresh
- * result costs (mostly the OS zeroing its pages on first write: README, "In a
- * hot loop, pass `out`"). Peers allocate their outputs too (onnxruntime-node
- * copies each output into a new JS array), so this is the like-for-like row.
+ * result costs (mostly the OS zeroing its pages on first write: docs/api.md,
+ * Memory, "In a hot loop, pass `out`"). Peers allocate their outputs too
+ * (onnxruntime-node copies each output into a new JS array), so this is the
+ * like-for-like row.
  */
 import { attention, matmul, setNumThreads, softmax } from '../../../lib';
 import type { Inputs } from '../data';
