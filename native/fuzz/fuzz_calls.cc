@@ -218,7 +218,50 @@ constexpr int kByteOps = LayerNormMatmul;
 // rope(x, out, positions?), reached after a packedSize call (see fuzzOne).
 void fuzzRope(ByteSource& in) {
   ++stats.tried[Rope];
-  Decoded d = decodeDescriptor(Rope, in);
+  // Mostly plausible values (rope has more constraints than random bytes meet
+  // in a short run), now and then the generic special ones.
+  Decoded d;
+  auto number = [&](double plausible) {
+    const double v = in.next() < 232 ? plausible : numberValue(in);
+    d.values.push_back(v);
+  };
+  auto shape = [&](const Shape* like) {
+    const uint8_t mode = in.next();
+    Shape s;
+    if (like && mode < 192) {
+      s = *like;
+    } else {
+      const double rank = mode < 224 ? 4 : rankValue(in);
+      const bool whole = rank >= 0 && rank <= 32 && std::floor(rank) == rank;
+      for (int i = 0; whole && i < static_cast<int>(rank); ++i) {
+        const uint8_t b = in.next();
+        s.push_back(b < 236 ? b % 9 : static_cast<int64_t>(b) << 20);
+      }
+      if (!whole) {
+        d.values.push_back(rank);
+        d.shapes.push_back({});
+        return;
+      }
+    }
+    d.values.push_back(static_cast<double>(s.size()));
+    for (int64_t dim : s) d.values.push_back(static_cast<double>(dim));
+    d.shapes.push_back(s);
+  };
+  number(in.next() % 2);
+  shape(nullptr);
+  const Shape xs = d.shapes.back();
+  shape(&xs);
+  number(2.0 * (in.next() % 6));
+  number(in.next() % 4 == 0 ? 0.5 : 10000);
+  number(in.next() % 2);
+  number(in.next() % 4 == 0 ? 0 : in.next());
+  if (in.next() % 2 == 0) {
+    d.values.push_back(0);  // no positions
+    d.shapes.push_back({});
+  } else {
+    const Shape ps = xs.size() == 4 ? (in.next() % 2 ? Shape{xs[0], xs[1]} : Shape{xs[2]}) : Shape{1};
+    shape(&ps);
+  }
   const Descriptor desc{d.values.data(), d.values.size()};
   auto shapeAt = [&](size_t i) { return i < d.shapes.size() ? d.shapes[i] : Shape{}; };
   Buffers bufs;
@@ -226,9 +269,11 @@ void fuzzRope(ByteSource& in) {
   BufferArg x = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
   BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(1)), false));
   aliasOut(in, bufs, &x, &out);
-  const BufferPlan posPlan = planBuffer(in, shapeAt(2).empty() ? -1 : countOf(shapeAt(2)), true);
+  // Positions without a shape, or a shape without positions, only now and then.
+  const bool noShape = shapeAt(2).empty();
+  const BufferPlan posPlan = planBuffer(in, noShape ? -1 : countOf(shapeAt(2)), true);
   BufferArg positions;
-  if (posPlan.present) {
+  if (posPlan.present && (!noShape || in.next() % 8 == 0)) {
     bufs.ints.assign(static_cast<size_t>(posPlan.length), 0);
     for (size_t i = 0; i < bufs.ints.size(); ++i) bufs.ints[i] = in.next() < 250 ? in.next() * 257 : -1;
     positions = {bufs.ints.data(), posPlan.length, true};
