@@ -58,6 +58,9 @@ function prepareRope(fn: string, x: TensorLike, options?: RopeOptions) {
   }
   const [batch, seq, headDim] = [shape4[0], shape4[layout === 'bshd' ? 1 : 2], shape4[3]];
   const rotaryDim = opts.rotaryDim === undefined ? headDim : optPositiveInteger(fn, 'options.rotaryDim', opts.rotaryDim)!;
+  if (opts.rotaryDim === undefined && headDim % 2 !== 0) {
+    throw rangeError(fn, `x's headDim must be even to rotate all of it, received ${headDim}; give an even options.rotaryDim below it`);
+  }
   if (rotaryDim % 2 !== 0 || rotaryDim > headDim) {
     throw rangeError(fn, `options.rotaryDim must be even and at most headDim = ${headDim}, received ${rotaryDim}`);
   }

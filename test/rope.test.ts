@@ -168,6 +168,7 @@ describe('rope: bad inputs throw (rope) or reject (ropeAsync), naming the argume
     ['unknown layout', () => [x(), { layout: 'bhds' as 'bhsd' }], RangeError, /options\.layout/],
     ['odd rotaryDim', () => [x(), { rotaryDim: 3 }], RangeError, /options\.rotaryDim must be even/],
     ['rotaryDim above headDim', () => [x(), { rotaryDim: 10 }], RangeError, /at most headDim = 8, received 10/],
+    ['an odd headDim with no rotaryDim', () => [tensor(new Float32Array(30), [1, 2, 3, 5]), {}], RangeError, /headDim must be even to rotate all of it, received 5/],
     ['rotaryDim 0', () => [x(), { rotaryDim: 0 }], RangeError, /options\.rotaryDim must be a positive integer/],
     ['fractional rotaryDim', () => [x(), { rotaryDim: 2.5 }], RangeError, /options\.rotaryDim/],
     ['theta 0', () => [x(), { theta: 0 }], RangeError, /options\.theta must be above 0/],
