@@ -13,6 +13,7 @@ import {
   elementCount,
   MAX_ELEMENTS,
   resultTensor,
+  splitHeads,
   type CheckedTensor,
   type Tensor,
   type TensorLike,
@@ -87,15 +88,6 @@ function fromLogical(layout: AttentionLayout, l: Logical): number[] {
   s[ax[2]] = l.seq;
   s[ax[3]] = l.dim;
   return s;
-}
-
-/** Splits a 3-D [batch, seq, heads·dim] tensor's shape into bshd [batch, seq, heads, dim]. */
-function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: number, headsName: string): number[] {
-  const [b, s, hd] = t.shape;
-  if (hd % heads !== 0) {
-    throw rangeError(fn, `${arg}.shape[2] (heads·headDim) must be a multiple of ${headsName} = ${heads}, received ${hd}`);
-  }
-  return [b, s, heads, hd / heads];
 }
 
 /** Floats from a strided view's first token to the end of its last: (rows − 1)·stride + width, 0 when empty. */

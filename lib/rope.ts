@@ -2,7 +2,7 @@ import { types } from 'node:util';
 import { detachedError, formatShape, rangeError, typeError } from './errors';
 import { Descriptor, native } from './native';
 import { runAsync, type NamedBuffer } from './queue';
-import { checkNoAlias, checkTensor, isDetached, resultTensor, type Tensor, type TensorLike } from './tensor';
+import { checkNoAlias, checkTensor, isDetached, resultTensor, splitHeads, type Tensor, type TensorLike } from './tensor';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './validate';
 
 /** Options of {@link rope} and {@link ropeAsync}. */
@@ -44,10 +44,8 @@ function prepareRope(fn: string, x: TensorLike, options?: RopeOptions) {
   if (tx.shape.length === 3) {
     if (heads === undefined) throw rangeError(fn, `options.heads is required when x is 3-D [batch, seq, heads·headDim], received shape ${formatShape(tx.shape)}`);
     if (opts.layout !== undefined && layout !== 'bshd') throw rangeError(fn, `options.layout must be 'bshd' (or absent) when x is 3-D, received '${layout}'`);
-    const [b, s, hd] = tx.shape;
-    if (hd % heads !== 0) throw rangeError(fn, `x.shape[2] (heads·headDim) must be a multiple of options.heads = ${heads}, received ${hd}`);
     layout = 'bshd';
-    shape4 = [b, s, heads, hd / heads];
+    shape4 = splitHeads(fn, 'x', tx, heads, 'options.heads');
   } else if (tx.shape.length === 4) {
     if (heads !== undefined && heads !== tx.shape[layout === 'bshd' ? 2 : 1]) {
       throw rangeError(fn, `options.heads must match x's heads axis (${tx.shape[layout === 'bshd' ? 2 : 1]}) when x is 4-D, received ${heads}`);

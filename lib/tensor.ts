@@ -334,3 +334,11 @@ export function checkNoAlias(
   );
 }
 
+/** Splits a 3-D [batch, seq, heads·dim] tensor's shape into bshd [batch, seq, heads, dim]. */
+export function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: number, headsName: string): number[] {
+  const [b, s, hd] = t.shape;
+  if (hd % heads !== 0) {
+    throw rangeError(fn, `${arg}.shape[2] (heads·headDim) must be a multiple of ${headsName} = ${heads}, received ${hd}`);
+  }
+  return [b, s, heads, hd / heads];
+}
