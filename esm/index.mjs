@@ -12,6 +12,7 @@ export const {
   softmaxAsync,
   attention,
   attentionAsync,
+  KVCache,
   layerNorm,
   layerNormAsync,
   rope,

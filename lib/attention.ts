@@ -2,19 +2,23 @@ import { broadcastsTo } from './broadcast';
 import { formatShape, rangeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native, type NativeStage } from './native';
-import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './validate';
+import { checkObject, checkOptions, optBoolean, optEnum, optFiniteNumber, optNonNegativeInteger, optPositiveInteger } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import {
   checkFloat32Array,
   checkKeyPaddingMask,
   checkNoAlias,
   checkShape,
+  checkStridedTensor,
   checkTensor,
+  denseStrides,
   elementCount,
+  lengthOf,
   MAX_ELEMENTS,
   resultTensor,
   splitHeads,
   type CheckedTensor,
+  type StridedTensor,
   type Tensor,
   type TensorLike,
 } from './tensor';
@@ -48,10 +52,34 @@ export interface AttentionOptions {
   keyPaddingMask?: Uint8Array | { data: Uint8Array; shape: readonly number[] };
   /** Multiplies q·kᵀ. Default 1/√headDim. */
   scale?: number;
+  /**
+   * Caps the scores smoothly: s ← softcap·tanh(s / softcap), after the scale and
+   * before the mask (Gemma 2 uses 50). 0 or omitted: none.
+   */
+  softcap?: number;
+  /**
+   * A sliding window: the query at key position p = i + seqKV − seqQ sees keys
+   * p − left … p + right. An omitted side is unlimited; `causal` is right = 0.
+   * Keys outside every query's window are skipped, not computed and masked.
+   */
+  window?: AttentionWindow;
+  /**
+   * One learned logit per query head (Float32Array of length heads) that joins
+   * each row's softmax denominator only, taking weight from every key (gpt-oss's sinks).
+   */
+  sinks?: Float32Array | TensorLike;
   /** Also return the attention probabilities [batch, heads, seqQ, seqKV]. Default false. */
   returnWeights?: boolean;
   /** Where to write the output; q's layout with v's head dim. */
   out?: Tensor;
+}
+
+/** A sliding window's reach either side of a query's own position, in keys. */
+export interface AttentionWindow {
+  /** Keys before the query's position it may see. Default: all. */
+  left?: number;
+  /** Keys after the query's position it may see. Default: all (0 with `causal`). */
+  right?: number;
 }
 
 /** The result of attention with `returnWeights: true`. */
@@ -61,7 +89,10 @@ export interface AttentionWithWeights {
   weights: Tensor;
 }
 
-const KNOWN = ['layout', 'heads', 'kvHeads', 'causal', 'mask', 'keyPaddingMask', 'scale', 'returnWeights', 'out'] as const;
+const KNOWN = [
+  'layout', 'heads', 'kvHeads', 'causal', 'mask', 'keyPaddingMask', 'scale', 'softcap', 'window', 'sinks', 'returnWeights', 'out',
+] as const;
+const STRIDE_FIELDS = ['q', 'k', 'v'].flatMap((t) => [0, 1, 2].map((a) => `${t}.strides[${a}]`));
 const LAYOUTS: readonly AttentionLayout[] = ['bhsd', 'bshd', 'bhds'];
 const LAYOUT_CODE: Record<AttentionLayout, number> = { bhsd: 0, bshd: 1, bhds: 2 };
 // Position of the logical [batch, head, seq, dim] axes in each layout's shape, and their names.
@@ -111,29 +142,53 @@ function checkTokenStrided(fn: string, arg: string, value: Tensor, tokenStride: 
   return { data, shape };
 }
 
+/** Whether an argument carries strides (a KVCache view). */
+function hasStrides(x: unknown): x is StridedTensor {
+  return typeof x === 'object' && x !== null && (x as { strides?: unknown }).strides !== undefined;
+}
+
+/** What attention accepts as k and v: a tensor, or a strided view such as a {@link KVCache}'s keys. */
+export type KeyValueInput = TensorLike | StridedTensor;
+
 function prepareAttention(
   fn: string,
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options?: AttentionOptions,
   tokenStride = 0,
 ) {
   const opts = checkOptions<AttentionOptions>(fn, options, KNOWN);
   const strided = tokenStride > 0;
+  const kStrided = !strided && hasStrides(k), vStrided = !strided && hasStrides(v);
   const tq = strided ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride) : checkTensor(fn, 'q', q);
-  const tk = strided ? checkTokenStrided(fn, 'k', k as Tensor, tokenStride) : checkTensor(fn, 'k', k);
-  const tv = strided ? checkTokenStrided(fn, 'v', v as Tensor, tokenStride) : checkTensor(fn, 'v', v);
+  const tk = strided
+    ? checkTokenStrided(fn, 'k', k as Tensor, tokenStride)
+    : kStrided ? checkStridedTensor(fn, 'k', k, 4) : checkTensor(fn, 'k', k);
+  const tv = strided
+    ? checkTokenStrided(fn, 'v', v as Tensor, tokenStride)
+    : vStrided ? checkStridedTensor(fn, 'v', v, 4) : checkTensor(fn, 'v', v);
   const layoutOpt = optEnum(fn, 'options.layout', opts.layout, LAYOUTS);
   const headsOpt = optPositiveInteger(fn, 'options.heads', opts.heads);
   const kvHeadsOpt = optPositiveInteger(fn, 'options.kvHeads', opts.kvHeads);
   const causal = optBoolean(fn, 'options.causal', opts.causal, false);
   const scale = optFiniteNumber(fn, 'options.scale', opts.scale);
   const returnWeights = optBoolean(fn, 'options.returnWeights', opts.returnWeights, false);
+  const softcap = optFiniteNumber(fn, 'options.softcap', opts.softcap) ?? 0;
+  if (softcap < 0) throw rangeError(fn, `options.softcap must be >= 0 (0: none), received ${softcap}`);
+  let windowLeft = -1, windowRight = -1;
+  if (opts.window !== undefined) {
+    const w = checkObject(fn, 'options.window', opts.window, ['left', 'right']);
+    windowLeft = optNonNegativeInteger(fn, 'options.window.left', w.left) ?? -1;
+    windowRight = optNonNegativeInteger(fn, 'options.window.right', w.right) ?? -1;
+  }
 
   const rank = tq.shape.length;
   if (rank !== 3 && rank !== 4) {
     throw rangeError(fn, `q must have 4 dims (or 3 with options.heads), received shape ${formatShape(tq.shape)}`);
+  }
+  if ((kStrided || vStrided) && rank !== 4) {
+    throw rangeError(fn, `q must have 4 dims with a strided k or v (a KVCache's keys or values), received shape ${formatShape(tq.shape)}`);
   }
   for (const [name, t] of [['k', tk], ['v', tv]] as const) {
     if (t.shape.length !== rank) {
@@ -211,6 +266,11 @@ function prepareAttention(
     maskArgs = [tm.data, tm.shape];
   }
   const pad = checkKeyPaddingMask(fn, opts.keyPaddingMask, B, Skv, 'seqKV');
+  let sinks: Float32Array | undefined;
+  if (opts.sinks !== undefined) {
+    sinks = ArrayBuffer.isView(opts.sinks) ? checkFloat32Array(fn, 'options.sinks', opts.sinks) : checkTensor(fn, 'options.sinks', opts.sinks).data;
+    if (lengthOf(sinks) !== H) throw rangeError(fn, `options.sinks must hold one logit per query head (${H}), received ${lengthOf(sinks)}`);
+  }
 
   const out4 = fromLogical(layout, { batch: B, heads: H, seq: Sq, dim: lv.dim });
   const outShape = rank === 3 ? [B, Sq, H * lv.dim] : out4;
@@ -230,6 +290,17 @@ function prepareAttention(
   checkNoAlias(fn, 'options.out', out.data, 'v', tv.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
+  checkNoAlias(fn, 'options.out', out.data, 'options.sinks', sinks);
+  if (weights) checkNoAlias(fn, 'the weights', weights.data, 'options.sinks', sinks);
+  // Strides of axes 0-2 of q, k and v in their shape order, when any is not dense.
+  let strides: number[] | undefined;
+  if (strided) {
+    const s = [qs[1] * tokenStride, tokenStride, qs[3]];  // [batch, seq, heads] of the bshd views
+    strides = [...s, ...s, ...s];
+  } else if (kStrided || vStrided) {
+    const outer = (t: CheckedTensor & { strides?: number[] }) => (t.strides ?? denseStrides(t.shape)).slice(0, 3);
+    strides = [...outer(tq), ...outer(tk), ...outer(tv)];
+  }
 
   // Only checked values from here on (out.data too): no getter of the caller's runs while the
   // shared Descriptor is filled, so no nested call can overwrite it.
@@ -237,15 +308,17 @@ function prepareAttention(
     const d = new Descriptor('attention', stage)
       .number('layout', LAYOUT_CODE[layout]).shape('q.shape', qs).shape('k.shape', ks).shape('v.shape', vs)
       .shape('out.shape', out4).flag('hasScale', scale !== undefined).number('scale', scale ?? 0)
-      .flag('causal', causal).shape('mask.shape', maskArgs[1]);
-    if (strided) {
-      d.number('q seq stride', tokenStride).number('k seq stride', tokenStride).number('v seq stride', tokenStride);
+      .flag('causal', causal).shape('mask.shape', maskArgs[1]).number('softcap', softcap)
+      .number('window.left', windowLeft).number('window.right', windowRight);
+    if (strides) {
+      STRIDE_FIELDS.forEach((name, i) => d.number(name, strides[i]));
     }
-    return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ?? null, weights ? weights.data : null, d.done()];
+    return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ?? null, weights ? weights.data : null, sinks ?? null, d.done()];
   };
   const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];
   if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);
   if (pad) buffers.push(['options.keyPaddingMask', pad]);
+  if (sinks) buffers.push(['options.sinks', sinks]);
   const result: Tensor | AttentionWithWeights = weights ? { output: out.result, weights } : out.result;
   return { fn, args, result, buffers };
 }
@@ -271,21 +344,21 @@ function prepareAttention(
  */
 export function attention(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options: AttentionOptions & { returnWeights: true },
 ): AttentionWithWeights;
 export function attention(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options?: AttentionOptions & { returnWeights?: false },
 ): Tensor;
-export function attention(q: TensorLike, k: TensorLike, v: TensorLike, options?: AttentionOptions): Tensor | AttentionWithWeights;
+export function attention(q: TensorLike, k: KeyValueInput, v: KeyValueInput, options?: AttentionOptions): Tensor | AttentionWithWeights;
 export function attention(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options?: AttentionOptions,
 ): Tensor | AttentionWithWeights {
   const call = prepareAttention('attention', q, k, v, options);
@@ -318,26 +391,26 @@ export function attentionOnFusedQkvStage(
 /** {@link attention} computed off the JS thread; invalid arguments reject the promise. */
 export function attentionAsync(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options: AttentionOptions & { returnWeights: true },
 ): Promise<AttentionWithWeights>;
 export function attentionAsync(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options?: AttentionOptions & { returnWeights?: false },
 ): Promise<Tensor>;
 export function attentionAsync(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options?: AttentionOptions,
 ): Promise<Tensor | AttentionWithWeights>;
 export function attentionAsync(
   q: TensorLike,
-  k: TensorLike,
-  v: TensorLike,
+  k: KeyValueInput,
+  v: KeyValueInput,
   options?: AttentionOptions,
 ): Promise<Tensor | AttentionWithWeights> {
   return runAsync(() => prepareAttention('attentionAsync', q, k, v, options), (args) => native.attention(...args));

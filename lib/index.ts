@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-export { tensor, type Tensor, type TensorLike } from './tensor';
+export { tensor, type Tensor, type TensorLike, type StridedTensor } from './tensor';
 export { matmul, matmulAsync, type MatmulOptions } from './matmul';
 export { prepack, prepackAsync, PackedMatrix, type PrepackOptions } from './prepack';
 export { softmax, softmaxAsync, type SoftmaxOptions } from './softmax';
@@ -14,7 +14,10 @@ export {
   type AttentionOptions,
   type AttentionLayout,
   type AttentionWithWeights,
+  type AttentionWindow,
+  type KeyValueInput,
 } from './attention';
+export { KVCache, type KVCacheOptions, type KVCacheAppendOptions } from './kv-cache';
 export { layerNorm, layerNormAsync, type LayerNormOptions } from './layernorm';
 export { rope, ropeAsync, type RopeOptions } from './rope';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';

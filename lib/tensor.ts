@@ -20,6 +20,19 @@ export interface Tensor {
  */
 export type TensorLike = Tensor | { data: Float32Array; dims: readonly number[] };
 
+/**
+ * A read-only 4-D view with element strides over a larger buffer: what
+ * {@link KVCache}'s `keys` and `values` return, [batch, kvHeads, length,
+ * headDim] over storage for maxLength positions. `attention` reads it in
+ * place; the other ops take only dense tensors.
+ */
+export interface StridedTensor {
+  data: Float32Array;
+  shape: readonly number[];
+  /** Elements between neighbours along each axis; the last is 1. */
+  strides: readonly number[];
+}
+
 /** Largest element count of one tensor: the most a Float32Array holds in Node 20. */
 export const MAX_ELEMENTS = 2 ** 32 - 1;
 
@@ -173,12 +186,59 @@ export function checkTensor(fn: string, arg: string, value: unknown): CheckedTen
   }
   const length = lengthOf(data);
   if (n !== length) {
+    if ((value as { strides?: unknown }).strides !== undefined) {
+      throw rangeError(fn, `${arg} must be a dense tensor, received a strided view (a KVCache's keys or values: only attention reads those)`);
+    }
     throw rangeError(
       fn,
       `${arg}.data.length must equal the product of ${shapeName()} ${formatShape(shape)} = ${n}, received ${length}`,
     );
   }
   return { data, shape };
+}
+
+/** Strides of a dense tensor of this shape. */
+export function denseStrides(shape: readonly number[]): number[] {
+  const strides = new Array<number>(shape.length);
+  let step = 1;
+  for (let a = shape.length - 1; a >= 0; a--) {
+    strides[a] = step;
+    step *= shape[a];
+  }
+  return strides;
+}
+
+/** Elements from a strided view's first to its last, plus one; 0 when it has none. */
+export function stridedSpan(shape: readonly number[], strides: readonly number[]): number {
+  if (shape.some((d) => d === 0)) return 0;
+  return shape.reduce((span, d, a) => span + (d - 1) * strides[a], 1);
+}
+
+/**
+ * Validates a {@link StridedTensor}: a rank-`rank` shape, as many strides
+ * (safe integers ≥ 0, the last 1), and data that ends at the view's last element.
+ */
+export function checkStridedTensor(fn: string, arg: string, value: StridedTensor, rank: number): CheckedTensor & { strides: number[] } {
+  const data = checkFloat32Array(fn, `${arg}.data`, value.data);
+  const shape = checkShape(fn, `${arg}.shape`, value.shape);
+  const rawStrides: unknown = value.strides;
+  if (!Array.isArray(rawStrides)) throw typeError(fn, `${arg}.strides`, 'an array of integers', rawStrides);
+  const strides = Array.prototype.slice.call(rawStrides) as unknown[];
+  if (shape.length !== rank || strides.length !== rank) {
+    throw rangeError(fn, `${arg} must have ${rank} dims and ${rank} strides, received shape ${formatShape(shape)} and ${strides.length} strides`);
+  }
+  strides.forEach((st, a) => {
+    if (typeof st !== 'number' || !Number.isSafeInteger(st) || st < 0 || (a === rank - 1 && st !== 1)) {
+      throw rangeError(fn, `${arg}.strides[${a}] must be ${a === rank - 1 ? '1' : 'a safe integer >= 0'}, received ${describe(st)}`);
+    }
+  });
+  const span = stridedSpan(shape, strides as number[]);
+  if (span > MAX_ELEMENTS) throw rangeError(fn, `${arg} spans ${span} elements, more than ${MAX_ELEMENTS}`);
+  const length = lengthOf(data);
+  if (length !== span) {
+    throw rangeError(fn, `${arg}.data.length must be ${span} for shape ${formatShape(shape)} with strides ${formatShape(strides as number[])}, received ${length}`);
+  }
+  return { data, shape, strides: strides as number[] };
 }
 
 /** RangeError unless shape is exactly expected; `what` gives it in symbols, e.g. `[dim, heads·dimHead]`. */

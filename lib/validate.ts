@@ -88,6 +88,14 @@ export function optPositiveInteger(fn: string, arg: string, value: unknown): num
   return value === undefined ? undefined : positiveInteger(fn, arg, value);
 }
 
+/** An optional safe integer ≥ 0. */
+export function optNonNegativeInteger(fn: string, arg: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number') throw typeError(fn, arg, 'a number', value);
+  if (!Number.isSafeInteger(value) || value < 0) throw rangeError(fn, `${arg} must be an integer >= 0, received ${value}`);
+  return value;
+}
+
 /** An optional string, one of allowed. */
 export function optEnum<T extends string>(fn: string, arg: string, value: unknown, allowed: readonly T[]): T | undefined {
   if (value === undefined) return undefined;

@@ -66,6 +66,10 @@ interface AttnSpec {
    */
   negInfKeys?: number[];
   negInfBatches?: number[];
+  softcap?: number;
+  window?: { left?: number; right?: number };
+  /** One sink logit per query head, drawn in [-1, 3). */
+  sinks?: boolean;
   /** For 3-D: pass kvHeads explicitly (default: only when Hkv !== H). For 4-D: also pass heads/kvHeads (redundant). */
   passHeads?: boolean;
 }
@@ -126,6 +130,9 @@ function label(s: AttnSpec): string {
   if (s.vScale !== undefined) parts.push(`vScale=${s.vScale}`);
   if (s.negInfKeys) parts.push(`negInfKeys=${s.negInfKeys.length}`);
   if (s.negInfBatches) parts.push(`negInfBatches=${s.negInfBatches}`);
+  if (s.softcap !== undefined) parts.push(`softcap=${s.softcap}`);
+  if (s.window) parts.push(`window=${JSON.stringify(s.window)}`);
+  if (s.sinks) parts.push('sinks');
   if (s.returnWeights) parts.push('returnWeights');
   if (s.out) parts.push(`out=${s.out}`);
   return parts.join(' ');
@@ -200,6 +207,10 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
     opts.keyPaddingMask = s.padding === 'u8' ? pad : { data: pad, shape: [s.B, s.Skv] };
   }
   if (s.returnWeights) opts.returnWeights = true;
+  if (s.softcap !== undefined) opts.softcap = s.softcap;
+  if (s.window) opts.window = s.window;
+  const sinks = s.sinks ? randomFloat32(rng, s.H).map((x) => 2 * x + 1) : undefined;
+  if (sinks) opts.sinks = guardedCopy(rng, sinks);
   const built: BuiltAttn = {
     label: label(s),
     q,
@@ -215,6 +226,9 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
       maskShape: s.maskShape,
       keyPaddingMask: pad,
       scale: s.scale,
+      softcap: s.softcap,
+      window: s.window,
+      sinks,
     }),
   };
   if (s.out === 'poisoned') {
@@ -550,6 +564,44 @@ describe(`attention vs float64 reference (seed ${SEED})`, () => {
       };
     }),
   );
+});
+
+describe(`attention: softcap, sliding window, sinks (seed ${SEED})`, () => {
+  caseTest('each alone, on the tiled and the decode path, every layout', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 2, H: 4, Hkv: 2, Sq: size(rng), Skv: size(rng), D: 17, softcap: 2.5 },
+      { layout, B: 1, H: 4, Hkv: 1, Sq: 3, Skv: 197, D: 63, softcap: 30 },
+      { layout, B: 2, H: 2, Sq: 65, Skv: 65, D: 16, window: { left: pick(rng, [0, 1, 17, 300]) }, causal: true },
+      { layout, B: 1, H: 4, Hkv: 2, Sq: 1, Skv: 1000, D: 64, window: { left: 63 }, causal: true },
+      { layout, B: 1, H: 2, Sq: 63, Skv: 197, D: 8, window: { left: 5, right: 3 } },
+      { layout, B: 1, H: 2, Sq: 17, Skv: 17, D: 8, window: { right: 0 } },
+      { layout, B: 2, H: 3, Sq: size(rng, 65), Skv: size(rng), D: 17, sinks: true },
+      { layout, B: 1, H: 8, Hkv: 2, Sq: 1, Skv: 197, D: 32, sinks: true },
+    ]),
+  );
+
+  caseTest('together, with masks, padding, GQA, returned weights and poisoned out', (rng) => [
+    { layout: 'bhsd', B: 2, H: 4, Hkv: 2, Sq: 65, Skv: 197, D: 32, softcap: 5, window: { left: 40 }, causal: true, sinks: true, returnWeights: true, out: 'poisoned' },
+    { layout: 'bshd', B: 2, H: 4, Sq: 17, Skv: 63, D: 17, softcap: 3, window: { left: 7, right: 7 }, sinks: true, maskShape: [17, 63], padding: 'u8' },
+    { layout: '3d', B: 1, H: 6, Hkv: 3, Sq: 4, Skv: 1000, D: 64, softcap: 20, window: { left: 500 }, causal: true, sinks: true, padding: 'tensor', returnWeights: true },
+    { layout: 'bhds', B: 1, H: 2, Sq: 33, Skv: 33, D: 9, Dv: 5, window: { left: 2 }, causal: true, sinks: true, maskShape: [1, 2, 33, 33] },
+    { layout: 'bhsd', B: 1, H: 2, Sq: 1000, Skv: 1000, D: 64, window: { left: size(rng, 1000) }, causal: true },
+    { layout: 'bhsd', B: 1, H: 2, Sq: 197, Skv: 1601, D: 64, softcap: 50, window: { left: 900 }, causal: true, sinks: true, out: 'poisoned' },
+    { layout: 'bhsd', B: 1, H: 2, Sq: 3, Skv: 17, D: 8, window: { left: 2000, right: 2000 }, sinks: true },
+  ]);
+
+  test('a window that leaves a query no key gives zeros; a huge sink takes all the weight', () => {
+    const q = { data: new Float32Array(2 * 4 * 3).fill(0.5), shape: [1, 2, 4, 3] };
+    const kv = { data: new Float32Array(2 * 6 * 3).fill(1), shape: [1, 2, 6, 3] };
+    // Query 0 sits at key position 0 + 6 - 4 = 2: a window of 0 either side sees key 2 only.
+    const narrow = attention(q, kv, kv, { window: { left: 0, right: 0 }, returnWeights: true });
+    expect(Array.from(narrow.weights.data.subarray(0, 6))).toEqual([0, 0, 1, 0, 0, 0]);
+    const drowned = attention(q, kv, kv, { sinks: new Float32Array([1e30, 0]) });
+    expect(Array.from(drowned.data.subarray(0, 12)).every((x) => x === 0)).toBe(true);
+    // Head 1's sink is 0: its six equal keys (logit 1.5/√3) keep 6e^s / (6e^s + 1) of the weight, on v = 1.
+    const e = 6 * Math.exp(1.5 / Math.sqrt(3));
+    expect(drowned.data[12]).toBeCloseTo(e / (e + 1), 6);
+  });
 });
 
 describe(`attention zero-size dims (seed ${SEED})`, () => {

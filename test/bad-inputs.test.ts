@@ -453,6 +453,16 @@ const attentionRows: Row[] = [];
   for (const [label, value] of NOT_OPTIONS) {
     add(`options ${label}`, (op) => qkv(op, value), 'TypeError', /expected an object for options but received/);
   }
+  add('softcap -1', (op) => qkv(op, { softcap: -1 }), 'RangeError', /options\.softcap must be >= 0 \(0: none\), received -1/);
+  add("softcap '50'", (op) => qkv(op, { softcap: '50' }), 'TypeError', /expected a number for options\.softcap but received the string "50"/);
+  add('softcap Infinity', (op) => qkv(op, { softcap: Infinity }), 'RangeError', /options\.softcap must be a finite float32 number, received Infinity/);
+  add('window a number', (op) => qkv(op, { window: 4 }), 'TypeError', /for options\.window but received the number 4/);
+  add('window.left -1', (op) => qkv(op, { window: { left: -1 } }), 'RangeError', /options\.window\.left must be an integer >= 0, received -1/);
+  add('window.right 1.5', (op) => qkv(op, { window: { right: 1.5 } }), 'RangeError', /options\.window\.right must be an integer >= 0, received 1\.5/);
+  add('window.size (unknown key)', (op) => qkv(op, { window: { size: 4 } }), 'TypeError', /unknown key "size" in options\.window/);
+  add('sinks of the wrong length', (op) => qkv(op, { sinks: new Float32Array(3) }), 'RangeError',
+    /options\.sinks must hold one logit per query head \(2\), received 3/);
+  add('sinks a Float64Array', (op) => qkv(op, { sinks: new Float64Array(2) }), 'TypeError', /for options\.sinks but received Float64Array\(2\)/);
   add('unknown option', (op) => qkv(op, { dropout: 0.1 }), 'TypeError', /unknown key "dropout" in options; expected one of layout, heads/);
   add('unknown option (typo of kvHeads)', (op) => qkv(op, { kvheads: 2 }), 'TypeError', /unknown key "kvheads" in options/);
 
@@ -800,17 +810,19 @@ interface AtSpec {
   layout: number; q: unknown; qShape: number[]; k: unknown; kShape: number[]; v: unknown; vShape: number[];
   out: unknown; outShape: number[]; hasScale: number; scale: number; causal: number;
   mask: unknown; maskShape: number[] | null; pad: unknown; weights: unknown; desc?: unknown;
+  softcap: number; windowLeft: number; windowRight: number; sinks: unknown;
 }
 /** A valid attention call, bhsd [1,2,3,4]. */
 const atSpec = (): AtSpec => ({
   layout: 0, q: rnd(24), qShape: QS, k: rnd(24), kShape: QS, v: rnd(24), vShape: QS, out: f32(24), outShape: QS,
   hasScale: 0, scale: 0, causal: 0, mask: null, maskShape: null, pad: null, weights: null,
+  softcap: 0, windowLeft: -1, windowRight: -1, sinks: null,
 });
 const atArgs = (s: AtSpec = atSpec()): unknown[] => [
-  s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights,
+  s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights, s.sinks,
   s.desc ?? new Float64Array([
     s.layout, ...packShape(s.qShape), ...packShape(s.kShape), ...packShape(s.vShape), ...packShape(s.outShape),
-    s.hasScale, s.scale, s.causal, ...packShape(s.maskShape),
+    s.hasScale, s.scale, s.causal, ...packShape(s.maskShape), s.softcap, s.windowLeft, s.windowRight,
   ]),
 ];
 
@@ -941,6 +953,16 @@ const nativeRows: NativeRow[] = [];
     return set(s, { out: w.out(buf.subarray(0, 24)), weights: buf.subarray(20, 38) });
   }, 'RangeError');
   addA('out detached', (s) => set(s, { out: detached(24) }), 'TypeError');
+  addA('softcap -1', (s) => set(s, { softcap: -1 }), 'RangeError');
+  addA('softcap NaN', (s) => set(s, { softcap: NaN }), 'RangeError');
+  addA('window.left -2', (s) => set(s, { windowLeft: -2 }), 'RangeError');
+  addA('window.right 0.5', (s) => set(s, { windowRight: 0.5 }), 'RangeError');
+  addA('sinks of the wrong length', (s) => set(s, { sinks: rnd(3) }), 'RangeError');
+  addA('sinks a Float64Array', (s) => set(s, { sinks: new Float64Array(2) }), 'TypeError');
+  addA('out overlaps sinks', (s, w) => {
+    const buf = rnd(25);
+    return set(s, { out: w.out(buf.subarray(0, 24)), sinks: buf.subarray(23, 25) });
+  }, 'RangeError');
 
   nativeRows.push({ what: "setNumThreads: '2'", fn: 'setNumThreads', name: 'TypeError', call: () => native.setNumThreads('2' as never) });
   nativeRows.push({ what: 'setNumThreads: 0', fn: 'setNumThreads', name: 'RangeError', call: () => native.setNumThreads(0) });

@@ -13,15 +13,16 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep
   JsBuffer mask = optionalFloatArg(args[4], fn, "mask");
   JsBuffer pad = optionalByteArg(args[5], fn, "keyPaddingMask");
   JsBuffer weights = optionalFloatArg(args[6], fn, "weights");
+  JsBuffer sinks = optionalFloatArg(args[7], fn, "sinks");
   AttentionCall call;
-  throwIfError(env, prepareAttention(descriptorArg(args[7], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
-                                     weights.arg, &call));
-  keep->insert(keep->end(), {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value});
+  throwIfError(env, prepareAttention(descriptorArg(args[8], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
+                                     weights.arg, sinks.arg, &call));
+  keep->insert(keep->end(), {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value, sinks.value});
   return call;
 }
 
 Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
-  return runOp<AttentionCall, unwrapAttention>(info, "attention", 8);
+  return runOp<AttentionCall, unwrapAttention>(info, "attention", 9);
 }
 
 }  // namespace mhsa

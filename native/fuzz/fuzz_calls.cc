@@ -66,13 +66,15 @@ double flagValue(ByteSource& in) {
 // Descriptor layouts, as lib/native.ts writes them: S shape, N number, F flag.
 enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
-const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFS", "SSN", "SF", "S", "", "NSSNNFNS"};
+// C: a softcap, mostly 0 (none) or small; W: a window side, mostly -1 (none) or small.
+const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFSCWW", "SSN", "SF", "S", "", "NSSNNFNS"};
 
 struct Decoded {
   std::vector<double> values;
   std::vector<Shape> shapes;   // each S slot, as read (empty when it was not a valid shape)
   std::vector<double> scalars;  // each N or F slot
-  int64_t tokenStrides[3] = {0, 0, 0};  // attention's optional q, k, v token strides (0: none or not integral)
+  bool hasStrides = false;          // attention's optional strides of q, k and v
+  double strides[3][3] = {};
 };
 
 Decoded decodeDescriptor(Op op, ByteSource& in) {
@@ -93,28 +95,35 @@ Decoded decodeDescriptor(Op op, ByteSource& in) {
           valid = false;
       }
       d.shapes.push_back(valid ? s : Shape{});
+    } else if (*c == 'C' || *c == 'W') {
+      const uint8_t pick = in.next();
+      const double x = pick < 128 ? (*c == 'C' ? 0.0 : -1.0) : pick < 220 ? (pick % 8) * (*c == 'C' ? 0.75 : 1.0) : numberValue(in);
+      d.values.push_back(x);
+      d.scalars.push_back(x);
     } else {
       const double x = *c == 'N' ? numberValue(in) : flagValue(in);
       d.values.push_back(x);
       d.scalars.push_back(x);
     }
   }
-  // Attention's optional trailing field, now and then: token strides for q, k
-  // and v (the block's fused QKV), near each tensor's row width or special.
+  // Attention's optional trailing group, now and then: strides of q, k and v,
+  // contiguous, a fused QKV's token stride, a cache's longer rows, or special.
   if (op == Attention && in.next() % 4 == 0) {
+    d.hasStrides = true;
     for (int t = 0; t < 3; ++t) {
       const Shape& s = t + 1 < static_cast<int>(d.shapes.size()) ? d.shapes[t + 1] : Shape{};
-      const int64_t row = s.size() == 4 ? std::min(mulSat(s[2], s[3]), int64_t{1} << 40) : 1;
+      const int64_t cap = int64_t{1} << 40;
+      const int64_t d1 = s.size() == 4 ? std::min(s[1], cap) : 1, d2 = s.size() == 4 ? std::min(s[2], cap) : 1,
+                    d3 = s.size() == 4 ? std::min(s[3], cap) : 1;
       const uint8_t pick = in.next();
-      double x;
+      double* st = d.strides[t];
       switch (pick % 4) {
-        case 0: x = static_cast<double>(row); break;
-        case 1: x = static_cast<double>(row + pick / 4 % 4); break;
-        case 2: x = static_cast<double>(3 * row); break;
-        default: x = numberValue(in); break;
+        case 0: st[2] = d3, st[1] = static_cast<double>(d2) * d3, st[0] = st[1] * d1; break;
+        case 1: st[2] = d3, st[1] = 3.0 * d2 * d3, st[0] = st[1] * d1; break;
+        case 2: st[2] = d3, st[1] = static_cast<double>(d2 + pick / 4 % 4) * d3, st[0] = st[1] * d1; break;
+        default: for (int a = 0; a < 3; ++a) st[a] = numberValue(in); break;
       }
-      d.values.push_back(x);
-      if (x >= 1 && x <= 1e9 && std::floor(x) == x) d.tokenStrides[t] = static_cast<int64_t>(x);
+      for (int a = 0; a < 3; ++a) d.values.push_back(st[a]);
     }
   }
   switch (in.next() % 8) {  // now and then a descriptor of the wrong length
@@ -350,14 +359,16 @@ void fuzzOne(const uint8_t* data, size_t size) {
       int64_t b = -1, h = -1, sq = -1, kb, kh, skv = -1;
       attentionDims(layout, shapeAt(0), &b, &h, &sq);
       attentionDims(layout, shapeAt(1), &kb, &kh, &skv);
-      // With a token stride, a tensor's expected length is its strided span.
+      // With strides, a tensor's expected length is its strided span.
       auto expectedLength = [&](int t) {
         const Shape s = shapeAt(t);
-        const int64_t stride = d.tokenStrides[t];
-        if (stride == 0 || s.size() != 4 || countOf(s) < 0) return countOf(s);
-        const int64_t rows = mulSat(s[0], s[1]), row = mulSat(s[2], s[3]);
-        if (rows == 0 || row == 0) return int64_t{0};
-        const double span = static_cast<double>(rows - 1) * stride + row;
+        if (!d.hasStrides || s.size() != 4 || countOf(s) <= 0) return countOf(s);
+        double span = static_cast<double>(s[3]);
+        for (int a = 0; a < 3; ++a) {
+          const double st = d.strides[t][a];
+          if (!(st >= 0 && st <= 1e12) || st != std::floor(st)) return countOf(s);
+          span += static_cast<double>(s[a] - 1) * st;
+        }
         return span > kMaxBufferElements ? int64_t{-1} : static_cast<int64_t>(span);
       };
       BufferArg q = floatBuffer(bufs, planBuffer(in, expectedLength(0), false));
@@ -388,9 +399,10 @@ void fuzzOne(const uint8_t* data, size_t size) {
       }
       const int64_t wExpected = b >= 0 && h >= 0 && sq >= 0 && skv >= 0 ? countOf({b, h, sq, skv}) : -1;
       BufferArg weights = floatBuffer(bufs, planBuffer(in, wExpected, true));
+      BufferArg sinks = floatBuffer(bufs, planBuffer(in, h, true));
       aliasOut(in, bufs, &q, &out);
       AttentionCall call;
-      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, &call).ok()) return;
+      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, sinks, &call).ok()) return;
       const AttentionProblem& p = call.problem;
       if (static_cast<double>(p.batch) * p.heads * p.seqQ * p.seqKV * (p.headDim + p.headDimV + 1) > kMaxWork)
         return;

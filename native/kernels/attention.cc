@@ -49,9 +49,26 @@ inline float maskToBase2(float m) {
   return std::isinf(x) && std::isfinite(m) ? std::copysign(std::numeric_limits<float>::max(), m) : x;
 }
 
-// Number of keys query row i may see (may be <= 0 under the causal rule).
-inline int64_t visibleKeys(const AttentionProblem& p, int64_t i) {
-  return p.causal ? std::min(p.seqKV, i + (p.seqKV - p.seqQ) + 1) : p.seqKV;
+// Keys [lo, hi) that query row i sees under the window and the causal rule
+// (none when hi <= lo). Both ends rise with i.
+struct KeyRange {
+  int64_t lo, hi;
+};
+inline KeyRange visibleRange(const AttentionProblem& p, int64_t i) {
+  const int64_t pos = i + (p.seqKV - p.seqQ);
+  const int64_t lo = p.windowLeft < 0 ? 0 : std::clamp<int64_t>(pos - p.windowLeft, 0, p.seqKV);
+  int64_t hi = p.seqKV;
+  if (p.causal) hi = std::min(hi, pos + 1);
+  if (p.windowRight >= 0) hi = std::min(hi, pos + p.windowRight + 1);
+  return {lo, std::max(hi, lo)};
+}
+
+// A sink's logit in the units of a row's running sum: that sum holds
+// 2^(score - shift) (times 2^-margin when the tile's exps are fused), so the
+// sink adds 2^(sink * log2(e) - shift) likewise. In double: a sink far above
+// the scores gives an infinite denominator, that is, zero weight to every key.
+inline double sinkTerm(float sink, float shift, bool fusedScale) {
+  return std::exp2(static_cast<double>(sink) * kLog2e - shift - (fusedScale ? kScoresExp2ShiftMargin : 0));
 }
 
 // K and V of one (batch, kv head) as the tile's products read them: packed,
@@ -70,7 +87,8 @@ struct PackedKV {
 // deeper than one rank-k update. Under the causal rule only the keys that a
 // whole query tile sees are fused (queryTile).
 bool fusesScoresExp(const AttentionProblem& p, const KernelTable& kt) {
-  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && p.headDim > 0 && p.headDim <= kGemmKC;
+  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && p.softcap == 0.0f && p.headDim > 0 &&
+         p.headDim <= kGemmKC;
 }
 
 // fusesScoresExp for V whose largest |v| is vMax (kScoresExp2MinV).
@@ -219,7 +237,7 @@ void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, in
 // rises only through raiseShift (see kScoresExp2ShiftMargin), so the scores
 // need neither a pass for their maximum nor one for their exp.
 void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim, int64_t k0, int64_t kb,
-                     const float* qbuf, int64_t R, float alpha, float* s, SoftmaxRun& run) {
+                     const float* qbuf, int64_t R, float alpha, float* s, SoftmaxRun& run, bool first) {
   for (int64_t ir = 0; ir < kb; ir += kt.mr) {
     const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
     // K's rows in place, or its packed sliver (one depth block: headDim <= kGemmKC).
@@ -228,7 +246,7 @@ void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim,
     for (int64_t jr = 0; jr < R; jr += kt.nr) {
       const int cols = static_cast<int>(std::min<int64_t>(kt.nr, R - jr));
       if (!kt.scoresExp2Tile(headDim, a, rowStep, depthStep, qbuf + jr * headDim, s + ir * R + jr, R, alpha, rows,
-                             cols, run.shift + jr, k0 == 0 && ir == 0, run.sum + jr))
+                             cols, run.shift + jr, first && ir == 0, run.sum + jr))
         raiseShift(kt, s, R, ir, rows, jr, cols, run);
     }
   }
@@ -240,20 +258,35 @@ void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim,
 // block raises a query's max. So the scores buffer (block x R) stays in L2
 // whatever seqKV is. With returnWeights the whole key range is one block, so
 // the final normalization is known before the weights are written.
+// Only the keys some query of the tile sees are computed: from the first
+// query's window start (down to a K sliver) to the last query's end.
 void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV& kv, int64_t b, int64_t h,
                int64_t i0, int64_t i1) {
   const int64_t R = i1 - i0;
-  // Keys past the last query's causal limit are blocked for the whole tile: skip them.
-  const int64_t keys = std::max<int64_t>(0, visibleKeys(p, i1 - 1));
+  const KeyRange firstRange = visibleRange(p, i0), lastRange = visibleRange(p, i1 - 1);
+  const int64_t kStart = firstRange.lo / kt.mr * kt.mr;
+  const int64_t kEnd = lastRange.hi;
+  const int64_t keys = std::max<int64_t>(0, kEnd - kStart);
   float* oBase = p.out + b * p.outView.batchStride + h * p.outView.headStride + i0 * p.outView.seqStride;
   float* wRows = p.weights ? p.weights + ((b * p.heads + h) * p.seqQ + i0) * p.seqKV : nullptr;
-  if (keys == 0) {
+  if (kEnd <= firstRange.lo) {
     zeroRows(oBase, R, p.headDimV, p.outView.seqStride, p.outView.dimStride);
     if (wRows) std::fill(wRows, wRows + R * p.seqKV, 0.0f);
     return;
   }
   const int64_t dv = p.headDimV;
   const int64_t block = wRows ? keys : kAttentionKeyBlock;
+  // Keys every query of the tile sees, [fusedLo, fusedHi), may take the fused
+  // exp; the partial ones at either end get the column passes and the window
+  // mask. A partial start is a block of its own (unless the weights need one
+  // block), so the fused keys begin a block.
+  const int64_t fusedLo = roundUp(lastRange.lo, kt.mr);
+  const int64_t fusedHi = firstRange.hi;
+  const bool windowed = p.causal || p.windowLeft >= 0 || p.windowRight >= 0;
+  auto blockEnd = [&](int64_t k0) {
+    const int64_t e = std::min(k0 + block, kEnd);
+    return !wRows && kv.fusedExp && k0 < fusedLo && fusedLo < e ? fusedLo : e;
+  };
   const int64_t rPadded = roundUp(R, kt.nr);
   const int64_t keysPadded = roundUp(p.seqKV, kt.mr);
   const int64_t dvPadded = roundUp(dv, kt.nr);
@@ -272,7 +305,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   // copy out. Over several blocks the compact scratch accumulator is kept:
   // accumulating and rescaling in the output rows (3 KiB apart in bshd)
   // measured 1.01x at N2048 and 1.05x at N4096, slower.
-  const bool intoOutput = keys <= block && p.outView.dimStride == 1;
+  const bool intoOutput = blockEnd(kStart) == kEnd && p.outView.dimStride == 1;
   float* acc = intoOutput ? oBase
                        : scratchFloats(ScratchSlot::AttentionAcc, static_cast<size_t>(R * std::max<int64_t>(dv, 1)));
   const int64_t accStride = intoOutput ? p.outView.seqStride : dv;
@@ -287,6 +320,8 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   // Both paths keep their running state here; the fused one's shift is runMax (see SoftmaxRun).
   SoftmaxRun run{runMax, runSum, acc, accStride, dv, false};
 
+  // The scores here are in base 2 (log2(e) folded into alpha): so is the cap.
+  const float softcap2 = std::min(p.softcap * kLog2e, std::numeric_limits<float>::max());
   GemmProblem sp{};
   sp.n = R;
   sp.k = p.headDim;
@@ -304,18 +339,23 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
   op.outRowStride = accStride;
   op.outColStride = 1;
 
-  for (int64_t k0 = 0; k0 < keys; k0 += block) {
-    const int64_t kb = std::min(block, keys - k0);
+  bool anyBlock = false;
+  for (int64_t k0 = kStart, kb = 0; k0 < kEnd; k0 += kb) {
+    kb = blockEnd(k0) - k0;
     if (p.keyPadding && !wRows) {
       const uint8_t* pad = p.keyPadding + b * p.seqKV + k0;
       if (std::all_of(pad, pad + kb, [](uint8_t x) { return x != 0; })) continue;  // nothing visible here
     }
-    // Under the causal rule the keys every query of the tile sees (whole K
-    // slivers of them) take the fused exp too; the rest of the block, at most
-    // R + mr keys along the diagonal, gets the column passes below.
-    int64_t kbFused = kv.fusedExp ? kb : 0;
-    if (kv.fusedExp && p.causal) kbFused = std::min(kb, std::max<int64_t>(0, visibleKeys(p, i0) - k0) / kt.mr * kt.mr);
-    if (kbFused > 0) scoresExp2Block(kt, kv, p.headDim, k0, kbFused, qbuf, R, sp.alpha, s, run);
+    // The keys every query of the tile sees (whole K slivers of them, or all
+    // of the block) take the fused exp; the rest of the block, at most R + mr
+    // keys along a window's edge, gets the column passes below.
+    int64_t kbFused = 0;
+    if (kv.fusedExp && k0 >= fusedLo) {
+      const int64_t avail = fusedHi - k0;
+      kbFused = avail >= kb ? kb : std::max<int64_t>(0, avail) / kt.mr * kt.mr;
+    }
+    if (kbFused > 0) scoresExp2Block(kt, kv, p.headDim, k0, kbFused, qbuf, R, sp.alpha, s, run, !anyBlock);
+    anyBlock = true;
     if (kbFused < kb) {
       // S^T rows for keys [kc0, kc0 + kbc): K's slivers for them start at kc0 (a multiple of mr).
       const int64_t kc0 = k0 + kbFused, kbc = kb - kbFused;
@@ -339,6 +379,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
                                  rows, static_cast<int>(std::min<int64_t>(kt.nr, R - jr)), nullptr);
         }
       }
+      if (p.softcap != 0.0f) kt.softcap(sc, kbc * R, softcap2);
       if (p.mask) {
         const float* mb = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + kc0 * p.maskStride[3];
         for (int64_t r = 0; r < R; ++r) {
@@ -351,10 +392,12 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
         for (int64_t j = 0; j < kbc; ++j)
           if (pad[j]) std::fill(sc + j * R, sc + (j + 1) * R, kNegInf);
       }
-      if (p.causal) {
-        for (int64_t r = 0; r < R; ++r)
-          for (int64_t j = std::max<int64_t>(kc0, visibleKeys(p, i0 + r)); j < kc0 + kbc; ++j)
-            sc[(j - kc0) * R + r] = kNegInf;
+      if (windowed) {
+        for (int64_t r = 0; r < R; ++r) {
+          const KeyRange range = visibleRange(p, i0 + r);
+          for (int64_t j = kc0; j < std::min(range.lo, kc0 + kbc); ++j) sc[(j - kc0) * R + r] = kNegInf;
+          for (int64_t j = std::max(kc0, range.hi); j < kc0 + kbc; ++j) sc[(j - kc0) * R + r] = kNegInf;
+        }
       }
 
       // Online softmax update, down each column (one column per query).
@@ -398,21 +441,29 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       run.started = true;
       continue;
     }
-    for (int64_t pc = k0; pc < k0 + kb; pc += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, k0 + kb - pc);
-      // V's block was packed for all seqKV keys; a causal tile may use fewer.
-      const int64_t vDepth = std::min(kGemmKC, p.seqKV - pc);
-      op.k = kc;
-      gemmMacroKernel(kt, op, 0, R, 0, 0, dv, kc, s + (pc - k0) * R, 1, R, kv.v + dvPadded * pc, vDepth,
-                      run.started || pc > k0);
+    // V is packed in kGemmKC-key blocks, each of depth vDepth; keys from pc
+    // on within one are its slivers' rows from pc - blockStart.
+    for (int64_t pc = k0; pc < k0 + kb;) {
+      const int64_t blockStart = pc / kGemmKC * kGemmKC;
+      const int64_t end = std::min(blockStart + kGemmKC, k0 + kb);
+      const int64_t vDepth = std::min(kGemmKC, p.seqKV - blockStart);
+      op.k = end - pc;
+      gemmMacroKernel(kt, op, 0, R, 0, 0, dv, end - pc, s + (pc - k0) * R, 1, R,
+                      kv.v + dvPadded * blockStart + (pc - blockStart) * kt.nr, vDepth, run.started || pc > k0);
+      pc = end;
     }
     run.started = true;
   }
   if (!run.started)
     for (int64_t r = 0; r < R; ++r) std::fill(acc + r * accStride, acc + r * accStride + dv, 0.0f);
 
-  // Normalize: out = acc / sum (0 for a query that saw no key).
-  for (int64_t r = 0; r < R; ++r) factor[r] = runSum[r] > 0.0f ? 1.0f / runSum[r] : 0.0f;
+  // Normalize: out = acc / sum (0 for a query that saw no key), a sink adding to the sum.
+  for (int64_t r = 0; r < R; ++r) {
+    double sum = runSum[r];
+    if (p.sinks && runMax[r] != kNegInf && sum > 0) sum += sinkTerm(p.sinks[h], runMax[r], kv.fusedExp);
+    factor[r] = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    if (p.sinks && std::isnan(p.sinks[h])) factor[r] = std::numeric_limits<float>::quiet_NaN();
+  }
   if (intoOutput) {
     for (int64_t r = 0; r < R; ++r) kt.scaleInPlace(acc + r * accStride, dv, factor[r]);
   } else {
@@ -423,52 +474,59 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       for (int64_t e = 0; e < dv; ++e) o[e * p.outView.dimStride] = a[e] * f;
     }
   }
-  if (wRows) {  // one block: s holds 2^(S - shift) for every key (2^-48 more when fused); factor normalizes
+  if (wRows) {  // one block: s holds 2^(S - shift) for keys [kStart, kEnd) (2^-48 more when fused); factor normalizes
     for (int64_t r = 0; r < R; ++r) {
       float* w = wRows + r * p.seqKV;
-      for (int64_t j = 0; j < keys; ++j) w[j] = s[j * R + r] * factor[r];
-      std::fill(w + keys, w + p.seqKV, 0.0f);
+      std::fill(w, w + kStart, 0.0f);
+      for (int64_t j = 0; j < keys; ++j) w[kStart + j] = s[j * R + r] * factor[r];
+      std::fill(w + kEnd, w + p.seqKV, 0.0f);
     }
   }
 }
 
-// The decode path: each query row streams its head's K and V once, with no
-// packing. Keys [j0, j1) of row i give a partial result: the max m of their
-// logits, the sum of exp(logit - m), and acc = sum exp(logit - m) * v. Partials
-// of disjoint key ranges merge exactly, so one row can be split across
-// threads. With weights, the unnormalized exps are written to wRow[j0..j1).
-// state: [m, sum, acc[headDimV]].
-void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t h, int64_t i, int64_t j0,
-                   int64_t j1, float* state, float* wRow) {
-  const int64_t g = h / (p.heads / p.kvHeads);
-  const int64_t n = std::max<int64_t>(0, j1 - j0);
-  float* row = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::max<int64_t>(n, 1)));
-  float* q = scratchFloats(ScratchSlot::AttentionRow, static_cast<size_t>(p.headDim + 1));
-  const float* qRow = p.q.data + b * p.q.batchStride + h * p.q.headStride + i * p.q.seqStride;
-  for (int64_t d = 0; d < p.headDim; ++d) q[d] = qRow[d * p.q.dimStride];
-  const float* kBase = p.k.data + b * p.k.batchStride + g * p.k.headStride + j0 * p.k.seqStride;
-  const float* vBase = p.v.data + b * p.v.batchStride + g * p.v.headStride + j0 * p.v.seqStride;
-  // A decode step is one read stream over K, then one over V; the hardware
-  // prefetcher alone kept it at ~68 % of the measured bandwidth, so each row
-  // also fetches the row kDecodePrefetchRows ahead (3, 8 and 24 all measured
-  // 10-20 % faster than none; 24 best).
-  constexpr int64_t kDecodePrefetchRows = 24;
-  auto prefetchRow = [](const float* r, int64_t floats) {
-    for (int64_t o = 0; o < floats; o += 16) __builtin_prefetch(r + o);
-  };
-  for (int64_t j = 0; j < n; ++j) {
-    if (j + kDecodePrefetchRows < n) prefetchRow(kBase + (j + kDecodePrefetchRows) * p.k.seqStride, p.headDim);
-    row[j] = p.scale * kt.dot(q, kBase + j * p.k.seqStride, p.headDim);
+// The decode path: the query rows of one (batch, kv head), all the query
+// heads of its group at every position, stream that head's K and V once
+// together, with no packing: each key row is read once and dotted with every
+// query of the group while it is in L1, then each V row added into every
+// query's accumulator. (One pass per query head read a group's K/V four
+// times over for LLaMA 3's 32/8 heads.) Keys [j0, j1) give each query a
+// partial result: the max m of its logits, the sum of exp(logit - m), and
+// acc = sum exp(logit - m) * v. Partials of disjoint key ranges merge
+// exactly, so one group can be split across threads. With weights, the
+// unnormalized exps are written to each query's row at [j0, j1).
+// A query's state: [m, sum, acc[headDimV]].
+struct DecodeGroup {
+  int64_t b, g;
+  int64_t queries;  // headsPerGroup * seqQ, query u = (head g * headsPerGroup + u / seqQ, row u % seqQ)
+  int64_t head(const AttentionProblem& p, int64_t u) const { return g * (p.heads / p.kvHeads) + u / p.seqQ; }
+  float* weightsRow(const AttentionProblem& p, int64_t u) const {
+    return p.weights ? p.weights + ((b * p.heads + head(p, u)) * p.seqQ + u % p.seqQ) * p.seqKV : nullptr;
   }
+};
+
+// One query's scores over keys [j0, j0 + n) in row (already scaled and
+// softcapped): the mask, padding and window applied, then the exps, its
+// state's m and sum set and acc cleared. Returns whether the row has weight to
+// add (false when all its keys are blocked, or its scores are all NaN: the
+// state is then final, and row holds zeros so the V pass skips it).
+bool decodeRowSoftmax(const AttentionProblem& p, const KernelTable& kt, const DecodeGroup& grp, int64_t u, int64_t j0,
+                      int64_t n, float* row, float* state) {
+  const int64_t h = grp.head(p, u), i = u % p.seqQ;
   if (p.mask) {
-    const float* m = p.mask + b * p.maskStride[0] + h * p.maskStride[1] + i * p.maskStride[2] + j0 * p.maskStride[3];
+    const float* m =
+        p.mask + grp.b * p.maskStride[0] + h * p.maskStride[1] + i * p.maskStride[2] + j0 * p.maskStride[3];
     for (int64_t j = 0; j < n; ++j) row[j] += m[j * p.maskStride[3]];
   }
   if (p.keyPadding) {
-    const uint8_t* pad = p.keyPadding + b * p.seqKV + j0;
+    const uint8_t* pad = p.keyPadding + grp.b * p.seqKV + j0;
     for (int64_t j = 0; j < n; ++j)
       if (pad[j]) row[j] = kNegInf;
   }
+  const KeyRange range = visibleRange(p, i);
+  for (int64_t j = 0; j < std::min(range.lo - j0, n); ++j) row[j] = kNegInf;
+  for (int64_t j = std::max<int64_t>(range.hi - j0, 0); j < n; ++j) row[j] = kNegInf;
+
+  float* wRow = grp.weightsRow(p, u);
   float* acc = state + 2;
   std::fill(acc, acc + p.headDimV, 0.0f);
   float m = kt.rowMax(row, n);
@@ -492,73 +550,105 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
     std::fill(acc, acc + p.headDimV, kNaN);
     if (wRow)
       for (int64_t j = 0; j < n; ++j) wRow[j0 + j] = row[j] == kNegInf ? 0.0f : kNaN;
-    return;
+    std::fill(row, row + n, 0.0f);
+    return false;
   }
   if (m == kNegInf) {
     if (wRow) std::fill(wRow + j0, wRow + j0 + n, 0.0f);
-    return;
+    std::fill(row, row + n, 0.0f);
+    return false;
   }
   state[1] = kt.expSubSum(row, row, n, m);
-  for (int64_t j = 0; j < n; ++j) {
-    if (j + kDecodePrefetchRows < n) prefetchRow(vBase + (j + kDecodePrefetchRows) * p.v.seqStride, p.headDimV);
-    if (row[j] != 0.0f) kt.axpy(row[j], vBase + j * p.v.seqStride, acc, p.headDimV);
-  }
   if (wRow) std::copy(row, row + n, wRow + j0);
+  return true;
 }
 
-// Merges `parts` partial states of row i (keys split at `bounds`) and writes
-// the output row (and rescales the weights row).
-void decodeMerge(const AttentionProblem& p, int64_t b, int64_t h, int64_t i, const float* states, int64_t parts,
-                 const int64_t* bounds, float* wRow) {
+// The group's partial states over keys [j0, j1): states[u * (headDimV + 2)].
+void decodePartial(const AttentionProblem& p, const KernelTable& kt, const DecodeGroup& grp, int64_t j0, int64_t j1,
+                   float* states) {
+  const int64_t n = std::max<int64_t>(0, j1 - j0), G = grp.queries, D = p.headDim;
+  float* scores = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::max<int64_t>(n * G, 1)));
+  float* q = scratchFloats(ScratchSlot::AttentionRow, static_cast<size_t>(G * D + 1));
+  for (int64_t u = 0; u < G; ++u) {
+    const float* qRow = p.q.data + grp.b * p.q.batchStride + grp.head(p, u) * p.q.headStride +
+                        (u % p.seqQ) * p.q.seqStride;
+    for (int64_t d = 0; d < D; ++d) q[u * D + d] = qRow[d * p.q.dimStride];
+  }
+  const float* kBase = p.k.data + grp.b * p.k.batchStride + grp.g * p.k.headStride + j0 * p.k.seqStride;
+  const float* vBase = p.v.data + grp.b * p.v.batchStride + grp.g * p.v.headStride + j0 * p.v.seqStride;
+  kt.decodeScores(q, G, D, kBase, p.k.seqStride, n, p.scale, scores);
   const int64_t stride = p.headDimV + 2;
+  bool anyWeight = false;
+  for (int64_t u = 0; u < G; ++u) {
+    float* row = scores + u * n;
+    if (p.softcap != 0.0f) kt.softcap(row, n, p.softcap);
+    anyWeight |= decodeRowSoftmax(p, kt, grp, u, j0, n, row, states + u * stride);
+  }
+  if (anyWeight) kt.decodeAccumulate(scores, G, n, vBase, p.v.seqStride, p.headDimV, states + 2, stride);
+}
+
+// Most key ranges one group's keys are split into (enough for 64 threads on one group).
+constexpr int64_t kDecodeMaxParts = 128;
+
+// Merges the `parts` partial states of query u (keys split at `bounds`),
+// adds its head's sink to the denominator, and writes the output row (and
+// rescales the weights row). partStride: floats between one part's states
+// and the next's.
+void decodeMerge(const AttentionProblem& p, const DecodeGroup& grp, int64_t u, const float* states, int64_t parts,
+                 int64_t partStride, const int64_t* bounds) {
+  const int64_t h = grp.head(p, u), i = u % p.seqQ;
   float m = kNegInf;
-  for (int64_t t = 0; t < parts; ++t) m = std::max(m, states[t * stride]);
+  for (int64_t t = 0; t < parts; ++t) m = std::max(m, states[t * partStride]);
   double sum = 0;
   for (int64_t t = 0; t < parts; ++t)
-    if (states[t * stride] != kNegInf) sum += states[t * stride + 1] * std::exp(states[t * stride] - m);
-  const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-  float* o = p.out + b * p.outView.batchStride + h * p.outView.headStride + i * p.outView.seqStride;
+    if (states[t * partStride] != kNegInf) sum += states[t * partStride + 1] * std::exp(states[t * partStride] - m);
+  if (p.sinks && m != kNegInf && sum > 0) sum += std::exp(static_cast<double>(p.sinks[h]) - m);
+  float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+  if (p.sinks && std::isnan(p.sinks[h])) inv = std::numeric_limits<float>::quiet_NaN();
+  float* o = p.out + grp.b * p.outView.batchStride + h * p.outView.headStride + i * p.outView.seqStride;
+  float partScale[kDecodeMaxParts];
+  for (int64_t t = 0; t < parts; ++t)
+    partScale[t] = states[t * partStride] == kNegInf ? 0.0f : std::exp(states[t * partStride] - m);
   for (int64_t e = 0; e < p.headDimV; ++e) {
     float v = 0.0f;
     for (int64_t t = 0; t < parts; ++t)
-      if (states[t * stride] != kNegInf) v += states[t * stride + 2 + e] * std::exp(states[t * stride] - m);
+      if (partScale[t] != 0.0f) v += states[t * partStride + 2 + e] * partScale[t];
     o[e * p.outView.dimStride] = v * inv;
   }
-  if (wRow) {
+  if (float* wRow = grp.weightsRow(p, u)) {
     for (int64_t t = 0; t < parts; ++t) {
-      const float f = states[t * stride] == kNegInf ? 0.0f : std::exp(states[t * stride] - m) * inv;
+      const float f = states[t * partStride] == kNegInf ? 0.0f : std::exp(states[t * partStride] - m) * inv;
       for (int64_t j = bounds[t]; j < bounds[t + 1]; ++j) wRow[j] *= f;
     }
-    const int64_t lim = bounds[parts];
-    std::fill(wRow + lim, wRow + p.seqKV, 0.0f);
+    std::fill(wRow, wRow + bounds[0], 0.0f);
+    std::fill(wRow + bounds[parts], wRow + p.seqKV, 0.0f);
   }
 }
 
 void decodeForward(const AttentionProblem& p, const KernelTable& kt) {
-  const int64_t rows = p.batch * p.heads * p.seqQ;
-  // Split each row's keys when rows alone cannot keep every thread busy, in
-  // parts of at least kDecodeMinKeysPerPart keys (below that the merge costs more).
+  const int64_t groups = p.batch * p.kvHeads;
+  const int64_t queries = (p.heads / p.kvHeads) * p.seqQ;
+  // The keys some query of a group sees: from the first row's window start
+  // to the last row's end (rows differ only along the window's edges).
+  const KeyRange first = visibleRange(p, 0), last = visibleRange(p, p.seqQ - 1);
+  const int64_t lo = first.lo, hi = last.hi;
+  // Split each group's keys when groups alone cannot keep every thread busy,
+  // in parts of at least kDecodeMinKeysPerPart keys (below that the merge costs more).
   constexpr int64_t kDecodeMinKeysPerPart = 512;
-  const int64_t want = ceilDiv(2 * numThreads(), rows);
-  const int64_t parts = std::max<int64_t>(1, std::min(want, p.seqKV / kDecodeMinKeysPerPart));
-  const int64_t stride = p.headDimV + 2;
-  std::vector<float> states(static_cast<size_t>(rows * parts * stride));
-  std::vector<int64_t> bounds(static_cast<size_t>(rows * (parts + 1)));
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t lim = std::max<int64_t>(0, visibleKeys(p, r % p.seqQ));
-    for (int64_t t = 0; t <= parts; ++t) bounds[r * (parts + 1) + t] = lim * t / parts;
-  }
-  auto weightsRow = [&](int64_t r) -> float* { return p.weights ? p.weights + r * p.seqKV : nullptr; };
-  parallelFor(rows * parts, [&](int64_t task) {
-    const int64_t r = task / parts, t = task % parts;
-    const int64_t* bd = &bounds[r * (parts + 1)];
-    const int64_t i = r % p.seqQ, h = (r / p.seqQ) % p.heads, b = r / (p.seqQ * p.heads);
-    decodePartial(p, kt, b, h, i, bd[t], bd[t + 1], &states[task * stride], weightsRow(r));
+  const int64_t want = ceilDiv(2 * numThreads(), groups);
+  const int64_t parts = std::clamp<int64_t>(std::min(want, (hi - lo) / kDecodeMinKeysPerPart), 1, kDecodeMaxParts);
+  std::vector<int64_t> bounds(static_cast<size_t>(parts + 1));
+  for (int64_t t = 0; t <= parts; ++t) bounds[t] = lo + (hi - lo) * t / parts;
+  const int64_t stride = p.headDimV + 2, partStride = queries * stride;
+  std::vector<float> states(static_cast<size_t>(groups * parts * partStride));
+  auto groupOf = [&](int64_t gi) { return DecodeGroup{gi / p.kvHeads, gi % p.kvHeads, queries}; };
+  parallelFor(groups * parts, [&](int64_t task) {
+    const int64_t gi = task / parts, t = task % parts;
+    decodePartial(p, kt, groupOf(gi), bounds[t], bounds[t + 1], &states[task * partStride]);
   });
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = r % p.seqQ, h = (r / p.seqQ) % p.heads, b = r / (p.seqQ * p.heads);
-    decodeMerge(p, b, h, i, &states[r * parts * stride], parts, &bounds[r * (parts + 1)], weightsRow(r));
-  }
+  for (int64_t gi = 0; gi < groups; ++gi)
+    for (int64_t u = 0; u < queries; ++u)
+      decodeMerge(p, groupOf(gi), u, &states[gi * parts * partStride + u * stride], parts, partStride, bounds.data());
 }
 
 void runAttention(const AttentionProblem& p) {

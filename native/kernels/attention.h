@@ -1,6 +1,8 @@
 // Scaled dot-product attention over strided 4-D views, batched over batch and heads:
-//   out[b,h] = softmax(scale * q[b,h] k[b,g]^T + mask[b,h] + padding + causal) v[b,g]
-// with g = h / (heads / kvHeads) (grouped-query attention).
+//   out[b,h] = softmax(softcap(scale * q[b,h] k[b,g]^T) + mask[b,h] + padding + window) v[b,g]
+// with g = h / (heads / kvHeads) (grouped-query attention), softcap(s) =
+// c tanh(s / c), and an optional sink logit per head that joins each row's
+// softmax denominator only.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,13 @@ struct AttentionProblem {
   float* out;  // strides as in outView (its data pointer is ignored)
   Strided4 outView;
   float scale;
-  bool causal;  // query i sees keys j <= i + (seqKV - seqQ)
+  // Query i sits at key position pos = i + (seqKV - seqQ) and sees keys
+  // [pos - windowLeft, pos + windowRight] (a side < 0 is unlimited); causal
+  // caps the right side at 0.
+  bool causal;
+  int64_t windowLeft, windowRight;
+  float softcap;        // 0: none
+  const float* sinks;   // [heads] logits (natural units); may be null
   // Additive mask in [batch, head, seqQ, seqKV] order; a broadcast dim has stride 0.
   const float* mask;
   int64_t maskStride[4];

@@ -8,6 +8,7 @@
 #include "exp2_poly.h"
 #include "exp_poly.h"
 #include "kernel_table.h"
+#include "decode_avx512.h"
 #include "layernorm_avx512.h"
 #include "microkernel_avx512.h"
 #include "scores_avx512.h"
@@ -23,6 +24,8 @@
 #define MHSA_EXP_SUB_SUM ::mhsa::expSubSumAvx512
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx512
 #define MHSA_LAYER_NORM_ROW ::mhsa::layerNormRowAvx512
+#define MHSA_DECODE_SCORES ::mhsa::decodeScoresAvx512
+#define MHSA_DECODE_ACCUMULATE ::mhsa::decodeAccumulateAvx512
 #define MHSA_ATTENTION_KV_IN_PLACE true
 #define MHSA_GEMM_A_IN_PLACE true
 #define MHSA_MR 12

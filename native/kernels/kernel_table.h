@@ -111,9 +111,25 @@ struct KernelTable {
   // kScoresExp2MinV). Null exactly where scoresExp2Tile is.
   float (*absMaxRows)(const float* x, int64_t rows, int64_t cols, int64_t ld);
 
+  // x[i] = cap * tanh(x[i] / cap) for i < n, cap > 0: attention's softcap
+  // (Gemma 2), to a few ulp of the scores' scale; NaN stays NaN, ±inf gives ±cap.
+  void (*softcap)(float* x, int64_t n, float cap);
+
   // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);
+
+  // Attention's decode path, for `queries` query rows (q[u * d ...]) that
+  // share one K and V (the query heads of a group): each row of K and of V
+  // is read once for all of them, and the row kDecodePrefetchRows ahead is
+  // requested as it goes.
+  //   decodeScores:     s[u * n + j] = scale * (q_u · k[j * kStride ...]) for j < n
+  //   decodeAccumulate: acc[u * accStride + e] += p[u * n + j] * v[j * vStride + e]
+  //                     for j < n, e < dv (zero weights skipped)
+  void (*decodeScores)(const float* q, int64_t queries, int64_t d, const float* k, int64_t kStride, int64_t n,
+                       float scale, float* s);
+  void (*decodeAccumulate)(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
+                           float* acc, int64_t accStride);
 
   // One LayerNorm row (PyTorch's: biased variance, eps inside the root):
   // y = (x - mean) / sqrt(var + eps) * weight + bias, weight and bias may be

@@ -27,28 +27,23 @@ Status mismatch(const char* arg, int axis, const char* name, const char* ref, in
                             "] = " + std::to_string(want) + ", received " + std::to_string(got));
 }
 
-// A bshd tensor whose tokens are `seqStride` floats apart: rows may not
-// overlap (stride >= heads * headDim) and the view must end at its last row:
-// length == (batch * seq - 1) * stride + heads * headDim.
-Status checkStridedLength(const AttentionArgs& args, int t, const Shape& s, int64_t length) {
+// A view with the given strides of axes 0-2 (axis 3 contiguous): its length
+// must reach exactly its last element, (dim - 1) * stride summed, plus one.
+// The views are only read, so their elements may overlap.
+Status checkStridedLength(int t, const Shape& s, const int64_t* strides, int64_t length) {
   const char* name = t == 0 ? "q" : t == 1 ? "k" : "v";
-  const int64_t stride = args.seqStride[t];
-  if (args.layout != AttentionLayout::Bshd)
-    return Status::rangeError(std::string("attention: a ") + name + " seq stride needs the bshd layout");
-  if (elementCount(s) < 0)
+  const int64_t count = elementCount(s);
+  if (count < 0)
     return Status::rangeError(std::string("attention: ") + name + ".shape " + shapeToString(s) + " is too large");
-  // Saturating: a shape with a zero dim passes elementCount whatever its other dims.
-  const int64_t row = mulSat(s[2], s[3]), rows = mulSat(s[0], s[1]);
-  if (stride < row)
-    return Status::rangeError(std::string("attention: ") + name + " seq stride " + std::to_string(stride) +
-                              " is below heads * headDim = " + std::to_string(row));
-  // rows * row < 2^32 here (elementCount passed) but (rows - 1) * stride may saturate.
-  const int64_t scaled = rows == 0 || row == 0 ? 0 : mulSat(rows - 1, stride);
-  const int64_t span = rows == 0 || row == 0 ? 0 : scaled >= kMaxElements ? kMaxElements : scaled + row;
+  int64_t last = count == 0 ? -1 : s[3] - 1;
+  for (int a = 0; a < 3 && count > 0; ++a) last = addSat(last, mulSat(s[a] - 1, strides[a]));
+  const int64_t span = last + 1;
   if (span >= kMaxElements || length != span)
-    return Status::rangeError(std::string("attention: ") + name + ".length must be " + std::to_string(span) +
-                              " for shape " + shapeToString(s) + " with seq stride " + std::to_string(stride) +
-                              ", received " + std::to_string(length));
+    return Status::rangeError(std::string("attention: ") + name + ".length must be " +
+                              (span >= kMaxElements ? std::string("below 2^32") : std::to_string(span)) +
+                              " for shape " + shapeToString(s) + " with strides [" + std::to_string(strides[0]) +
+                              ", " + std::to_string(strides[1]) + ", " + std::to_string(strides[2]) +
+                              ", 1], received " + std::to_string(length));
   return Status::success();
 }
 
@@ -73,8 +68,8 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
     if (shapes[t]->size() != 4)
       return Status::rangeError(std::string("attention: ") + names[t] + " must have 4 dims, received shape " +
                                 shapeToString(*shapes[t]));
-    if (t < 3 && args.seqStride[t] != 0) {
-      Status st = checkStridedLength(args, t, *shapes[t], lengths[t]);
+    if (t < 3 && args.hasStrides) {
+      Status st = checkStridedLength(t, *shapes[t], args.strides[t], lengths[t]);
       if (!st.ok()) return st;
       continue;
     }
@@ -115,15 +110,35 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
   Strided4* views[3] = {&p->q, &p->k, &p->v};
   const Shape* inputs[3] = {&args.q, &args.k, &args.v};
   for (int t = 0; t < 3; ++t) {
-    // Only bshd gets here (checked above). A view with no elements keeps its
-    // contiguous strides: its span was 0 whatever the stride, so a huge one
-    // must not reach the kernel's index arithmetic.
-    if (args.seqStride[t] == 0 || elementCount(*inputs[t]) == 0) continue;
-    views[t]->seqStride = args.seqStride[t];
-    views[t]->batchStride = mulSat((*inputs[t])[1], args.seqStride[t]);
+    // A view with no elements keeps its contiguous strides: its span was 0
+    // whatever the strides, so a huge one must not reach the kernel's index
+    // arithmetic.
+    if (!args.hasStrides || elementCount(*inputs[t]) == 0) continue;
+    int64_t* logicalStride[4] = {&views[t]->batchStride, &views[t]->headStride, &views[t]->seqStride,
+                                 &views[t]->dimStride};
+    for (int l = 0; l < 4; ++l) *logicalStride[l] = ax[l] == 3 ? 1 : args.strides[t][ax[l]];
   }
   p->outView = stridesOf(args.layout, args.out);
   p->causal = args.causal;
+  const float softcap = static_cast<float>(args.softcap);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+    return Status::rangeError("attention: softcap must be a finite float32 number >= 0 (0: none), received " +
+                              std::to_string(args.softcap));
+  p->softcap = softcap;
+  // A window side beyond every key distance is the same as none; clamped, the
+  // kernel's position arithmetic stays small.
+  const double sides[2] = {args.windowLeft, args.windowRight};
+  int64_t* windowSides[2] = {&p->windowLeft, &p->windowRight};
+  for (int w = 0; w < 2; ++w) {
+    const double x = sides[w];
+    if (!(x == -1 || (x >= 0 && x <= kMaxSafeInteger && x == std::floor(x))))
+      return Status::rangeError(std::string("attention: window.") + (w == 0 ? "left" : "right") +
+                                " must be a non-negative integer (-1: unlimited), received " + std::to_string(x));
+    *windowSides[w] = x < 0 ? -1 : static_cast<int64_t>(std::min(x, static_cast<double>(Sq + Skv)));
+  }
+  if (args.hasSinks && args.sinksLength != H)
+    return Status::rangeError("attention: sinks.length must be heads = " + std::to_string(H) + ", received " +
+                              std::to_string(args.sinksLength));
 
   if (args.hasScale) {
     const float scale = static_cast<float>(args.scale);

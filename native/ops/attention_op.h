@@ -24,10 +24,16 @@ struct AttentionArgs {
   bool hasScale = false;
   double scale = 0;
   bool causal = false;
-  // Token (seq) strides of q, k and v in floats, bshd layout only; 0 means
-  // heads * headDim (contiguous). Larger strides read q, k and v in place from
-  // one fused projection output [batch, seq, 3 * heads * headDim].
-  int64_t seqStride[3] = {0, 0, 0};
+  double softcap = 0;                        // 0: none
+  double windowLeft = -1, windowRight = -1;  // -1: unlimited
+  bool hasSinks = false;
+  int64_t sinksLength = 0;
+  // With hasStrides, the strides in floats of axes 0-2 of q, k and v, in the
+  // layout's shape order (axis 3 is contiguous): views that read the block's
+  // fused QKV output or a KV cache's storage in place. Each such tensor's
+  // length must reach exactly its last element.
+  bool hasStrides = false;
+  int64_t strides[3][3] = {};
 };
 
 // On success fills p's sizes, strides, scale and flags; the data pointers are

@@ -148,7 +148,7 @@ void runCall(const SoftmaxCall& call) {
 
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
-                        const BufferArg& weights, AttentionCall* call) {
+                        const BufferArg& weights, const BufferArg& sinks, AttentionCall* call) {
   const char* fn = "attention";
   DescriptorReader r(desc.data, desc.length, fn);
   AttentionFields f;
@@ -169,22 +169,29 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   args.scale = f.scale;
   args.causal = f.causal;
   args.mask = f.mask;
-  const struct { const char* name; double value; } strides[3] = {{"q seq stride", strideFields.qSeqStride},
-                                                                  {"k seq stride", strideFields.kSeqStride},
-                                                                  {"v seq stride", strideFields.vSeqStride}};
-  for (int t = 0; t < 3 && hasStrides; ++t) {
-    const double s = strides[t].value;
-    if (!(s >= 0 && s <= kMaxSafeInteger) || s != static_cast<double>(static_cast<int64_t>(s)))
-      return Status::rangeError(std::string("attention: the ") + strides[t].name +
-                                " must be a non-negative safe integer");
-    args.seqStride[t] = static_cast<int64_t>(s);
-  }
+  args.softcap = f.softcap;
+  args.windowLeft = f.windowLeft;
+  args.windowRight = f.windowRight;
+  const double strides[3][3] = {{strideFields.q0, strideFields.q1, strideFields.q2},
+                                {strideFields.k0, strideFields.k1, strideFields.k2},
+                                {strideFields.v0, strideFields.v1, strideFields.v2}};
+  args.hasStrides = hasStrides;
+  for (int t = 0; t < 3 && hasStrides; ++t)
+    for (int a = 0; a < 3; ++a) {
+      const double x = strides[t][a];
+      if (!(x >= 0 && x <= kMaxSafeInteger) || x != static_cast<double>(static_cast<int64_t>(x)))
+        return Status::rangeError(std::string("attention: ") + "qkv"[t] + ".strides[" + std::to_string(a) +
+                                  "] must be a non-negative safe integer");
+      args.strides[t][a] = static_cast<int64_t>(x);
+    }
   if (layout != 0 && layout != 1 && layout != 2)
     return Status::rangeError("attention: layout code must be 0, 1 or 2");
   args.layout = static_cast<AttentionLayout>(static_cast<int>(layout));
   args.hasMask = mask.present;
   args.hasKeyPadding = keyPadding.present;
   args.hasWeights = weights.present;
+  args.hasSinks = sinks.present;
+  args.sinksLength = sinks.length;
   args.qLength = q.length;
   args.kLength = k.length;
   args.vLength = v.length;
@@ -196,7 +203,8 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   MHSA_RETURN_IF_ERROR(planAttention(args, &p));
   // out and weights are written; neither may overlap anything else.
   const struct { const char* name; const BufferArg* buf; int64_t elementBytes; } inputs[] = {
-      {"q", &q, 4}, {"k", &k, 4}, {"v", &v, 4}, {"mask", &mask, 4}, {"keyPaddingMask", &keyPadding, 1}};
+      {"q", &q, 4}, {"k", &k, 4}, {"v", &v, 4}, {"mask", &mask, 4}, {"keyPaddingMask", &keyPadding, 1},
+      {"sinks", &sinks, 4}};
   for (const auto& in : inputs) {
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, in.name, *in.buf, in.elementBytes, false));
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, in.name, *in.buf, in.elementBytes, false));
@@ -209,6 +217,7 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   p.mask = mask.present ? mask.floats() : nullptr;
   p.keyPadding = keyPadding.present ? static_cast<const uint8_t*>(keyPadding.data) : nullptr;
   p.weights = weights.present ? weights.mutableFloats() : nullptr;
+  p.sinks = sinks.present ? sinks.floats() : nullptr;
   return Status::success();
 }
 

@@ -67,13 +67,13 @@ struct SoftmaxCall {
 Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call);
 void runCall(const SoftmaxCall& call);
 
-// attention(q, k, v, out, mask?, keyPaddingMask?, weights?).
+// attention(q, k, v, out, mask?, keyPaddingMask?, weights?, sinks?).
 struct AttentionCall {
   AttentionProblem problem{};
 };
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
-                        const BufferArg& weights, AttentionCall* call);
+                        const BufferArg& weights, const BufferArg& sinks, AttentionCall* call);
 void runCall(const AttentionCall& call);
 
 // layerNorm(x, out, weight?, bias?). out may be x.

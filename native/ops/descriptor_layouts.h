@@ -25,12 +25,16 @@
 #define MHSA_ATTENTION_FIELDS(X)                                                                      \
   X(number, layout, "layout") X(shape, q, "q.shape") X(shape, k, "k.shape") X(shape, v, "v.shape")   \
   X(shape, out, "out.shape") X(flag, hasScale, "hasScale") X(number, scale, "scale")                 \
-  X(flag, causal, "causal") X(shape, mask, "mask.shape")
+  X(flag, causal, "causal") X(shape, mask, "mask.shape") X(number, softcap, "softcap")                \
+  X(number, windowLeft, "window.left") X(number, windowRight, "window.right")
 
-// Optional, all or none: the token strides of q, k and v in floats (the
-// block's fused QKV read in place; attention_op.h).
-#define MHSA_ATTENTION_STRIDE_FIELDS(X) \
-  X(number, qSeqStride, "q seq stride") X(number, kSeqStride, "k seq stride") X(number, vSeqStride, "v seq stride")
+// Optional, all or none: the strides in floats of axes 0-2 of q, k and v, in
+// the layout's shape order (views of the block's fused QKV or of a KV cache,
+// read in place; attention_op.h).
+#define MHSA_ATTENTION_STRIDE_FIELDS(X)                                                                    \
+  X(number, q0, "q.strides[0]") X(number, q1, "q.strides[1]") X(number, q2, "q.strides[2]")                \
+  X(number, k0, "k.strides[0]") X(number, k1, "k.strides[1]") X(number, k2, "k.strides[2]")                \
+  X(number, v0, "v.strides[0]") X(number, v1, "v.strides[1]") X(number, v2, "v.strides[2]")
 
 #define MHSA_LAYER_NORM_FIELDS(X) X(shape, x, "x.shape") X(shape, out, "out.shape") X(number, eps, "eps")
 

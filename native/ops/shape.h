@@ -39,6 +39,12 @@ inline int64_t mulSat(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+// a + b for non-negative sizes, saturating at INT64_MAX.
+inline int64_t addSat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 // Product of dims, or -1 if it exceeds kMaxElements (dims must be >= 0).
 int64_t elementCount(const Shape& s);
 

@@ -58,12 +58,12 @@ TEST(allocation_failure_in_kernels_is_an_exception_and_recoverable) {
   std::vector<float> reference(B * H * S * D), mmReference(200 * 150);
   DescBuilder ad;
   ad.number(0).shape({B, H, S, D}).shape({B, H, S, D}).shape({B, H, S, D}).shape({B, H, S, D});
-  ad.flag(false).number(0).flag(true).shape({});
+  ad.flag(false).number(0).flag(true).shape({}).number(0).number(-1).number(-1);
   DescBuilder md;
   md.shape({200, 300}).shape({300, 150}).shape({}).shape({200, 150}).flag(false).flag(false).number(1).number(0).flag(false);
   {
     AttentionCall call;
-    CHECK(prepareAttention(ad.done(), buf(q), buf(k), buf(v), buf(reference), none(), none(), none(), &call).ok());
+    CHECK(prepareAttention(ad.done(), buf(q), buf(k), buf(v), buf(reference), none(), none(), none(), none(), &call).ok());
     runCall(call);
     MatmulCall mc;
     CHECK(prepareMatmul(md.done(), buf(a), buf(b), none(), buf(mmReference), &mc).ok());
@@ -77,7 +77,7 @@ TEST(allocation_failure_in_kernels_is_an_exception_and_recoverable) {
       std::vector<float> out = poisoned(reference.size()), mm = poisoned(mmReference.size());
       AttentionCall call;
       MatmulCall mc;
-      const Status s1 = prepareAttention(ad.done(), buf(q), buf(k), buf(v), buf(out), none(), none(), none(), &call);
+      const Status s1 = prepareAttention(ad.done(), buf(q), buf(k), buf(v), buf(out), none(), none(), none(), none(), &call);
       const Status s2 = prepareMatmul(md.done(), buf(a), buf(b), none(), buf(mm), &mc);
       const bool prepared = s1.ok() && s2.ok();
       allocationsBeforeFailure.store(failAt);

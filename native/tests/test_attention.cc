@@ -16,13 +16,21 @@ struct Case {
   int layout;  // 0 bhsd, 1 bshd, 2 bhds
   int64_t batch, heads, kvHeads, seqQ, seqKV, dim, dimV;
   bool causal, mask, padding, weights;
+  double softcap = 0;                         // 0: none
+  int64_t windowLeft = -1, windowRight = -1;  // -1: unlimited
+  bool sinks = false;
 };
 
 std::string describe(const Case& c) {
   return "layout " + std::to_string(c.layout) + " B" + std::to_string(c.batch) + " H" + std::to_string(c.heads) +
          "/" + std::to_string(c.kvHeads) + " Sq" + std::to_string(c.seqQ) + " Skv" + std::to_string(c.seqKV) +
          " D" + std::to_string(c.dim) + "/" + std::to_string(c.dimV) + (c.causal ? " causal" : "") +
-         (c.mask ? " mask" : "") + (c.padding ? " padding" : "") + (c.weights ? " weights" : "") + " seed " +
+         (c.mask ? " mask" : "") + (c.padding ? " padding" : "") + (c.weights ? " weights" : "") +
+         (c.softcap ? " softcap " + std::to_string(c.softcap) : "") +
+         (c.windowLeft >= 0 || c.windowRight >= 0
+              ? " window " + std::to_string(c.windowLeft) + "," + std::to_string(c.windowRight)
+              : "") +
+         (c.sinks ? " sinks" : "") + " seed " +
          std::to_string(testSeed());
 }
 
@@ -57,9 +65,12 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   DescBuilder d;
   d.number(c.layout).shape(qs).shape(ks).shape(vs).shape(os).flag(false).number(0).flag(c.causal);
   d.shape(c.mask ? Shape{c.seqQ, c.seqKV} : Shape{});
+  d.number(c.softcap).number(static_cast<double>(c.windowLeft)).number(static_cast<double>(c.windowRight));
+  const auto sinks = randomFloats(rng, c.heads, -1, 3);
   AttentionCall call;
   const Status st = prepareAttention(d.done(), buf(q), buf(k), buf(v), buf(out), c.mask ? buf(mask) : none(),
-                                     c.padding ? bytes(pad) : none(), c.weights ? buf(weights) : none(), &call);
+                                     c.padding ? bytes(pad) : none(), c.weights ? buf(weights) : none(),
+                                     c.sinks ? buf(sinks) : none(), &call);
   CHECK_MSG(st.ok(), describe(c) + ": " + st.message);
   if (!st.ok()) return;
   runCall(call);
@@ -78,14 +89,19 @@ void runCase(const Case& c, std::mt19937_64& rng) {
           for (int64_t e = 0; e < c.dim; ++e)
             s += static_cast<double>(q[at(c.layout, qs, b, h, i, e)]) * k[at(c.layout, ks, b, g, j, e)];
           s *= scale;
+          if (c.softcap) s = c.softcap * std::tanh(s / c.softcap);
           if (c.mask) s += mask[i * c.seqKV + j];
           if (c.padding && pad[b * c.seqKV + j]) s = -INFINITY;
-          if (c.causal && j > i + (c.seqKV - c.seqQ)) s = -INFINITY;
+          const int64_t pos = i + (c.seqKV - c.seqQ);
+          if (c.causal && j > pos) s = -INFINITY;
+          if (c.windowLeft >= 0 && j < pos - c.windowLeft) s = -INFINITY;
+          if (c.windowRight >= 0 && j > pos + c.windowRight) s = -INFINITY;
           p[j] = s;
           mx = std::max(mx, s);
         }
         double sum = 0;
         for (int64_t j = 0; j < c.seqKV; ++j) sum += (p[j] = mx == -INFINITY ? 0 : std::exp(p[j] - mx));
+        if (c.sinks && mx != -INFINITY) sum += std::exp(sinks[h] - mx);  // the sink's share of the weight goes nowhere
         for (int64_t j = 0; j < c.seqKV; ++j) {
           p[j] = sum > 0 ? p[j] / sum : 0;  // a fully masked row gives zeros
           refW[((b * c.heads + h) * c.seqQ + i) * c.seqKV + j] = p[j];
@@ -123,6 +139,41 @@ TEST(attention_options) {
   runCase({0, 1, 8, 8, 1, 1000, 128, 128, true, true, false, false}, rng);
 }
 
+// softcap, sliding windows and sinks, alone and together, on both paths
+// (decode: up to 4 queries) and with the options they compose with.
+TEST(attention_generation_options) {
+  std::mt19937_64 rng(testSeed() + 14);
+  auto run = [&](Case c, double softcap, int64_t left, int64_t right, bool sinks) {
+    c.softcap = softcap;
+    c.windowLeft = left;
+    c.windowRight = right;
+    c.sinks = sinks;
+    runCase(c, rng);
+  };
+  const Case tiled{0, 2, 4, 2, 97, 97, 32, 32, true, false, false, false};
+  const Case decode{0, 1, 8, 2, 3, 1000, 64, 64, true, false, false, false};
+  for (const Case& base : {tiled, decode}) {
+    run(base, 2.5, -1, -1, false);
+    run(base, 30, -1, -1, true);
+    for (int64_t left : {0, 1, 17, 2000}) run(base, 0, left, -1, false);
+    run(base, 0, 5, 3, false);
+    Case open = base;
+    open.causal = false;
+    run(open, 0, -1, 0, false);
+    run(open, 0, 7, 2, true);
+    run(open, 0, 1200, 1200, false);
+    run(base, 4, 33, -1, true);
+  }
+  // With the mask, padding, returned weights, GQA, each layout, and keys over several blocks.
+  run({1, 2, 4, 2, 17, 197, 32, 48, true, true, true, true}, 3, 20, -1, true);
+  run({2, 1, 3, 1, 65, 33, 16, 8, false, true, false, true}, 1.5, 4, 4, true);
+  run({0, 1, 4, 1, 4, 1601, 64, 64, false, true, true, true}, 10, 300, 0, true);
+  run({0, 1, 2, 2, 1000, 1000, 64, 64, true, false, false, false}, 0, 511, -1, false);
+  run({1, 1, 2, 1, 1000, 1601, 64, 64, true, false, false, false}, 20, 900, -1, true);
+  run({0, 1, 2, 2, 197, 197, 64, 64, false, false, false, true}, 0, 63, 63, false);
+  run({0, 1, 1, 1, 63, 63, 1, 1, true, false, false, false}, 0, 3, -1, true);
+}
+
 TEST(attention_keys_beyond_one_block) {
   std::mt19937_64 rng(testSeed() + 12);
   // 768-key online-softmax blocks: 1000 and 1601 keys take several.
@@ -150,14 +201,16 @@ void runFusedQkv(int64_t B, int64_t H, int64_t S, int64_t D, bool causal, bool w
   auto wExpected = poisoned(B * H * S * S), wGot = poisoned(B * H * S * S);
   DescBuilder plain;
   plain.number(1).shape(s4).shape(s4).shape(s4).shape(s4).flag(false).number(0).flag(causal).shape({});
+  plain.number(0).number(-1).number(-1);
   DescBuilder strided = plain;
-  strided.number(static_cast<double>(stride)).number(static_cast<double>(stride)).number(static_cast<double>(stride));
+  for (int t = 0; t < 3; ++t)  // [batch, seq, heads] strides of each view
+    strided.number(static_cast<double>(S * stride)).number(static_cast<double>(stride)).number(static_cast<double>(D));
   const int64_t span = (B * S - 1) * stride + row;
   const BufferArg qv{qkv.data(), span, true}, kv{qkv.data() + row, span, true}, vv{qkv.data() + 2 * row, span, true};
   AttentionCall a, b;
   CHECK(prepareAttention(plain.done(), buf(q), buf(k), buf(v), buf(expected), none(), none(),
-                         weights ? buf(wExpected) : none(), &a).ok());
-  const Status st = prepareAttention(strided.done(), qv, kv, vv, buf(got), none(), none(), weights ? buf(wGot) : none(), &b);
+                         weights ? buf(wExpected) : none(), none(), &a).ok());
+  const Status st = prepareAttention(strided.done(), qv, kv, vv, buf(got), none(), none(), weights ? buf(wGot) : none(), none(), &b);
   CHECK_MSG(st.ok(), st.message);
   if (!st.ok()) return;
   runCall(a);
@@ -177,38 +230,91 @@ TEST(attention_fused_qkv_token_strides) {
   runFusedQkv(3, 1, 1, 5, false, true, rng);
 }
 
-TEST(attention_token_strides_rejected) {
-  const Shape s4{1, 4, 2, 3};  // row = 6 floats
+namespace {
+
+// Views of a KV cache's storage [batch, heads, maxLength, dim] holding
+// `length` positions: batch and head strides over maxLength rows give exactly
+// what contiguous copies give, on the decode path and the tiled one.
+void runCacheView(int64_t B, int64_t Hkv, int64_t groups, int64_t Sq, int64_t length, int64_t maxLength, int64_t D,
+                  std::mt19937_64& rng) {
+  const int64_t H = Hkv * groups;
+  const auto storageK = randomFloats(rng, B * Hkv * maxLength * D, -2, 2);
+  const auto storageV = randomFloats(rng, B * Hkv * maxLength * D);
+  std::vector<float> k(B * Hkv * length * D), v(k.size());
+  for (int64_t bh = 0; bh < B * Hkv; ++bh)
+    for (int64_t e = 0; e < length * D; ++e) {
+      k[bh * length * D + e] = storageK[bh * maxLength * D + e];
+      v[bh * length * D + e] = storageV[bh * maxLength * D + e];
+    }
+  const auto q = randomFloats(rng, B * H * Sq * D, -2, 2);
+  const Shape qs{B, H, Sq, D}, kvs{B, Hkv, length, D};
+  auto expected = poisoned(q.size()), got = poisoned(q.size());
+  DescBuilder plain;
+  plain.number(0).shape(qs).shape(kvs).shape(kvs).shape(qs).flag(false).number(0).flag(true).shape({});
+  plain.number(0).number(-1).number(-1);
+  DescBuilder strided = plain;
+  strided.number(static_cast<double>(H * Sq * D)).number(static_cast<double>(Sq * D)).number(static_cast<double>(D));
+  for (int t = 0; t < 2; ++t)
+    strided.number(static_cast<double>(Hkv * maxLength * D)).number(static_cast<double>(maxLength * D))
+        .number(static_cast<double>(D));
+  const int64_t span = (B * Hkv - 1) * maxLength * D + length * D;
+  AttentionCall a, b;
+  CHECK(prepareAttention(plain.done(), buf(q), buf(k), buf(v), buf(expected), none(), none(), none(), none(), &a).ok());
+  const Status st = prepareAttention(strided.done(), buf(q), BufferArg{storageK.data(), span, true},
+                                     BufferArg{storageV.data(), span, true}, buf(got), none(), none(), none(), none(), &b);
+  CHECK_MSG(st.ok(), st.message);
+  if (!st.ok()) return;
+  runCall(a);
+  runCall(b);
+  CHECK_MSG(std::equal(expected.begin(), expected.end(), got.begin()),
+            "cache-view strides change the output, Sq" + std::to_string(Sq) + " length " + std::to_string(length));
+}
+
+}  // namespace
+
+TEST(attention_cache_view_strides) {
+  std::mt19937_64 rng(testSeed() + 15);
+  runCacheView(1, 2, 4, 1, 17, 64, 32, rng);
+  runCacheView(2, 2, 2, 3, 1000, 1100, 64, rng);
+  runCacheView(2, 1, 3, 65, 197, 300, 16, rng);
+  runCacheView(1, 3, 1, 1, 1, 5, 8, rng);
+}
+
+TEST(attention_strides_rejected) {
+  const Shape s4{1, 4, 2, 3};  // bshd, row = 6 floats; contiguous strides [24, 6, 3]
   std::vector<float> big(200, 1.0f);
   auto out = poisoned(24);
-  auto attempt = [&](int layout, double stride, int64_t length) {
+  auto attempt = [&](int layout, double s0, double s1, double s2, int64_t length) {
     DescBuilder d;
     const Shape s = layout == 1 ? s4 : Shape{1, 2, 4, 3};
     d.number(layout).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(stride).number(0).number(0);
+    d.number(0).number(-1).number(-1);
+    d.number(s0).number(s1).number(s2);
+    for (int t = 0; t < 2; ++t) d.number(layout == 1 ? 24 : 24).number(layout == 1 ? 6 : 12).number(3);
     AttentionCall call;
     return prepareAttention(d.done(), BufferArg{big.data(), length, true}, BufferArg{big.data(), 24, true},
-                            BufferArg{big.data(), 24, true}, buf(out), none(), none(), none(), &call);
+                            BufferArg{big.data(), 24, true}, buf(out), none(), none(), none(), none(), &call);
   };
-  CHECK(attempt(1, 18, 3 * 18 + 6).ok());
-  CHECK(!attempt(1, 5, 3 * 5 + 6).ok());       // rows would overlap
-  CHECK(!attempt(1, 18, 3 * 18 + 7).ok());     // one float too many
-  CHECK(!attempt(1, 18, 3 * 18 + 5).ok());     // one too few
-  CHECK(!attempt(0, 18, 3 * 18 + 6).ok());     // bhsd has no token stride
-  CHECK(!attempt(1, 18.5, 3 * 18 + 6).ok());   // not an integer
-  CHECK(!attempt(1, -18, 3 * 18 + 6).ok());
-  CHECK(!attempt(1, NAN, 3 * 18 + 6).ok());
-  CHECK(!attempt(1, 1e300, 3 * 18 + 6).ok());
+  CHECK(attempt(1, 72, 18, 3, 3 * 18 + 6).ok());
+  CHECK(attempt(1, 20, 5, 3, 3 * 5 + 6).ok());        // rows overlap: read-only views may
+  CHECK(attempt(0, 100, 40, 5, 40 + 3 * 5 + 3).ok());  // bhsd with head and seq strides
+  CHECK(!attempt(1, 72, 18, 3, 3 * 18 + 7).ok());     // one float too many
+  CHECK(!attempt(1, 72, 18, 3, 3 * 18 + 5).ok());     // one too few
+  CHECK(!attempt(1, 72, 18.5, 3, 3 * 18 + 6).ok());   // not an integer
+  CHECK(!attempt(1, 72, -18, 3, 3 * 18 + 6).ok());
+  CHECK(!attempt(1, 72, NAN, 3, 3 * 18 + 6).ok());
+  CHECK(!attempt(1, 72, 1e300, 3, 3 * 18 + 6).ok());
   CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
   // Sizes whose products overflow int64 (a zero dim keeps the element count at 0; a huge stride
   // over many rows) are refused or accepted without undefined behaviour (UBSan runs this).
   auto huge = [&](const Shape& s, double stride, int64_t length) {
     DescBuilder d;
     d.number(1).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(stride).number(stride).number(stride);
+    d.number(0).number(-1).number(-1);
+    for (int t = 0; t < 3; ++t) d.number(stride).number(stride).number(stride);
     AttentionCall call;
     const BufferArg x{big.data(), length, true};
-    return prepareAttention(d.done(), x, x, x, buf(out), none(), none(), none(), &call);
+    return prepareAttention(d.done(), x, x, x, buf(out), none(), none(), none(), none(), &call);
   };
   const int64_t two32 = int64_t{1} << 32;
   CHECK(!huge({0, 1, two32, two32}, 18, 0).ok());
@@ -221,13 +327,39 @@ TEST(attention_token_strides_rejected) {
     std::vector<float> vData = {3.5f}, o = poisoned(1200);
     DescBuilder d;
     d.number(1).shape({1, 1200, 1, 0}).shape({1, 1, 1, 0}).shape({1, 1, 1, 1}).shape({1, 1200, 1, 1});
-    d.flag(false).number(0).flag(false).shape({});
-    d.number(9007199254740991.0).number(0).number(0);
+    d.flag(false).number(0).flag(false).shape({}).number(0).number(-1).number(-1);
+    d.number(9007199254740991.0).number(9007199254740991.0).number(9007199254740991.0);
+    d.number(0).number(0).number(0).number(1).number(1).number(1);
     AttentionCall call;
     const Status st = prepareAttention(d.done(), BufferArg{big.data(), 0, true}, BufferArg{big.data(), 0, true},
-                                       buf(vData), buf(o), none(), none(), none(), &call);
+                                       buf(vData), buf(o), none(), none(), none(), none(), &call);
     CHECK_MSG(st.ok(), st.message);
     if (st.ok()) runCall(call);
     CHECK(std::all_of(o.begin(), o.end(), [](float x) { return x == 3.5f; }));  // one key: out = v
   }
+}
+
+TEST(attention_generation_options_rejected) {
+  std::vector<float> x(24, 1.0f), sinks(3, 0.0f);
+  auto out = poisoned(24);
+  auto attempt = [&](double softcap, double left, double right, int64_t sinkCount) {
+    DescBuilder d;
+    const Shape s{1, 2, 4, 3};
+    d.number(0).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
+    d.number(softcap).number(left).number(right);
+    AttentionCall call;
+    return prepareAttention(d.done(), buf(x), buf(x), buf(x), buf(out), none(), none(), none(),
+                            sinkCount < 0 ? none() : BufferArg{sinks.data(), sinkCount, true}, &call);
+  };
+  CHECK(attempt(0, -1, -1, -1).ok());
+  CHECK(attempt(50, 0, 0, 2).ok());
+  CHECK(!attempt(-1, -1, -1, -1).ok());
+  CHECK(!attempt(NAN, -1, -1, -1).ok());
+  CHECK(!attempt(1e39, -1, -1, -1).ok());  // not a finite float32
+  CHECK(!attempt(0, -2, -1, -1).ok());
+  CHECK(!attempt(0, 1.5, -1, -1).ok());
+  CHECK(!attempt(0, -1, NAN, -1).ok());
+  CHECK(!attempt(0, -1, -1, 3).ok());  // sinks must have one per query head
+  CHECK(!attempt(0, -1, -1, 1).ok());
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
 }

@@ -190,6 +190,12 @@ export interface RefAttentionOptions {
   keyPaddingMask?: ArrayLike<number>;
   /** Default 1/√headDim (1 when headDim is 0). */
   scale?: number;
+  /** s ← softcap·tanh(s / softcap) after the scale, before the mask. */
+  softcap?: number;
+  /** Keys p − left … p + right of the query at key position p = i + seqKV − seqQ; a side left out is unlimited. */
+  window?: { left?: number; right?: number };
+  /** One logit per query head, in every row's denominator only. */
+  sinks?: ArrayLike<number>;
 }
 
 export interface RefAttentionResult {
@@ -285,18 +291,22 @@ export function refAttention(
         let m = -Infinity;
         for (let j = 0; j < Skv; j++) {
           blocked[j] = 0;
-          if (opts.causal && j > i + (Skv - Sq)) blocked[j] = 1;
+          const pos = i + (Skv - Sq);
+          if (opts.causal && j > pos) blocked[j] = 1;
+          if (opts.window?.left !== undefined && j < pos - opts.window.left) blocked[j] = 1;
+          if (opts.window?.right !== undefined && j > pos + opts.window.right) blocked[j] = 1;
           if (opts.keyPaddingMask && opts.keyPaddingMask[b * Skv + j] !== 0) blocked[j] = 1;
           let s = 0;
           for (let d = 0; d < D; d++) s += q[Q.at(b, h, i, d)] * k[K.at(b, hk, j, d)];
           s *= scale;
+          if (opts.softcap) s = opts.softcap * Math.tanh(s / opts.softcap);
           if (maskMap) s += opts.mask![maskMap[rowBase + j]];
           if (s === -Infinity) blocked[j] = 1;
           logits[j] = s;
           if (!blocked[j] && s > m) m = s;
         }
         if (m === -Infinity) continue; // every key blocked: zero weights, zero output
-        let sum = 0;
+        let sum = opts.sinks ? Math.exp(opts.sinks[h] - m) : 0;
         for (let j = 0; j < Skv; j++) {
           const e = blocked[j] ? 0 : Math.exp(logits[j] - m);
           weights[rowBase + j] = e;

@@ -1,0 +1,180 @@
+import { formatShape, rangeError, typeError } from './errors';
+import { allocateFloats, checkAllocation } from './memory';
+import { checkTensor, splitHeads, type CheckedTensor, type StridedTensor, type TensorLike } from './tensor';
+import { checkObject, checkOptions, optEnum, optPositiveInteger, positiveInteger } from './validate';
+
+/** Options of the {@link KVCache} constructor. */
+export interface KVCacheOptions {
+  batch: number;
+  /** Key/value heads (fewer than the query heads under grouped-query attention). */
+  kvHeads: number;
+  /** Head dim of the keys. */
+  headDim: number;
+  /** Positions the cache holds at most; its storage is allocated once, for all of them. */
+  maxLength: number;
+  /** Head dim of the values. Default headDim. */
+  valueDim?: number;
+}
+
+/** Options of {@link KVCache.append}. */
+export interface KVCacheAppendOptions {
+  /**
+   * Layout of 4-D k and v: `'bhsd'` [batch, kvHeads, n, dim] (the default) or
+   * `'bshd'` [batch, n, kvHeads, dim]. 3-D inputs are [batch, n, kvHeads·dim].
+   */
+  layout?: 'bhsd' | 'bshd';
+}
+
+const CACHE_KNOWN = ['batch', 'kvHeads', 'headDim', 'maxLength', 'valueDim'] as const;
+const APPEND_KNOWN = ['layout'] as const;
+
+/**
+ * Keys and values of past positions for a decoder, in storage allocated once:
+ * [batch, kvHeads, maxLength, dim] each. `append` copies new positions in at
+ * `length`; `keys` and `values` are views of the first `length` positions,
+ * with no copy, that {@link attention} reads in place.
+ *
+ * @example
+ * const cache = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 16 });
+ * const step = tensor(new Float32Array(1 * 2 * 3 * 4).fill(0.5), [1, 2, 3, 4]); // 3 positions
+ * cache.append(step, step);
+ * const q = tensor(new Float32Array(1 * 4 * 1 * 4).fill(0.1), [1, 4, 1, 4]); // 4 query heads, 1 token
+ * const o = attention(q, cache.keys, cache.values, { causal: true }); // shape [1, 4, 1, 4]
+ * cache.length; // 3
+ */
+export class KVCache {
+  readonly batch: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly valueDim: number;
+  readonly maxLength: number;
+  #length = 0;
+  readonly #keys: Float32Array;
+  readonly #values: Float32Array;
+
+  constructor(options: KVCacheOptions) {
+    const fn = 'KVCache';
+    const o = checkObject(fn, 'options', options, CACHE_KNOWN) as Partial<KVCacheOptions>;
+    this.batch = positiveInteger(fn, 'options.batch', o.batch);
+    this.kvHeads = positiveInteger(fn, 'options.kvHeads', o.kvHeads);
+    this.headDim = positiveInteger(fn, 'options.headDim', o.headDim);
+    this.maxLength = positiveInteger(fn, 'options.maxLength', o.maxLength);
+    this.valueDim = optPositiveInteger(fn, 'options.valueDim', o.valueDim) ?? this.headDim;
+    const rows = this.batch * this.kvHeads * this.maxLength;
+    const keyFloats = rows * this.headDim, valueFloats = rows * this.valueDim;
+    checkAllocation(fn, [
+      ['the keys', keyFloats],
+      ['the values', valueFloats],
+    ]);
+    this.#keys = allocateFloats(fn, 'the keys', keyFloats);
+    this.#values = allocateFloats(fn, 'the values', valueFloats);
+  }
+
+  /** Positions held. */
+  get length(): number {
+    return this.#length;
+  }
+
+  /** The keys of the positions held: [batch, kvHeads, length, headDim], a view of the storage. */
+  get keys(): StridedTensor {
+    return this.#view(this.#keys, this.headDim);
+  }
+
+  /** The values of the positions held: [batch, kvHeads, length, valueDim], a view of the storage. */
+  get values(): StridedTensor {
+    return this.#view(this.#values, this.valueDim);
+  }
+
+  /**
+   * Copies n new positions of k and v in at `length`, then advances it by n.
+   * Past maxLength it throws a RangeError and writes nothing.
+   * @throws TypeError for a wrong kind of argument, RangeError for shapes that do not fit the cache.
+   */
+  append(k: TensorLike, v: TensorLike, options?: KVCacheAppendOptions): void {
+    const fn = 'KVCache.append';
+    const opts = checkOptions<KVCacheAppendOptions>(fn, options, APPEND_KNOWN);
+    const layout = optEnum(fn, 'options.layout', opts.layout, ['bhsd', 'bshd'] as const);
+    const tk = checkTensor(fn, 'k', k);
+    const tv = checkTensor(fn, 'v', v);
+    const kn = this.#positions(fn, 'k', tk, this.headDim, 'headDim', layout);
+    const vn = this.#positions(fn, 'v', tv, this.valueDim, 'valueDim', layout);
+    if (vn.n !== kn.n) throw rangeError(fn, `v must hold as many positions as k (${kn.n}), received ${vn.n}`);
+    const n = kn.n;
+    if (this.#length + n > this.maxLength) {
+      throw rangeError(fn, `appending ${n} positions to ${this.#length} would pass maxLength = ${this.maxLength}`);
+    }
+    this.#copyIn(this.#keys, tk.data, this.headDim, n, kn.bshd);
+    this.#copyIn(this.#values, tv.data, this.valueDim, n, vn.bshd);
+    this.#length += n;
+  }
+
+  /** Drops the positions from n on (speculative decoding's rejected tokens); n ≤ length. */
+  truncate(n: number): void {
+    const fn = 'KVCache.truncate';
+    if (typeof n !== 'number') throw typeError(fn, 'n', 'a number', n);
+    if (!Number.isSafeInteger(n) || n < 0 || n > this.#length) {
+      throw rangeError(fn, `n must be an integer in [0, length = ${this.#length}], received ${n}`);
+    }
+    this.#length = n;
+  }
+
+  /** Empties the cache (the storage is kept). */
+  reset(): void {
+    this.#length = 0;
+  }
+
+  #view(storage: Float32Array, dim: number): StridedTensor {
+    const L = this.#length, rowStride = this.maxLength * dim;
+    const span = L === 0 ? 0 : (this.batch * this.kvHeads - 1) * rowStride + L * dim;
+    return {
+      data: storage.subarray(0, span),
+      shape: [this.batch, this.kvHeads, L, dim],
+      strides: [this.kvHeads * rowStride, rowStride, dim, 1],
+    };
+  }
+
+  /** The positions n in a checked k or v, and whether they are token-major. */
+  #positions(
+    fn: string,
+    arg: string,
+    t: CheckedTensor,
+    dim: number,
+    dimName: string,
+    layout: 'bhsd' | 'bshd' | undefined,
+  ): { n: number; bshd: boolean } {
+    let shape = t.shape;
+    if (shape.length === 3) {
+      if (layout === 'bhsd') throw rangeError(fn, `3-D ${arg} is [batch, n, kvHeads·${dimName}] ('bshd'), received options.layout = 'bhsd'`);
+      shape = splitHeads(fn, arg, t, this.kvHeads, `the cache's kvHeads`);
+      layout = 'bshd';
+    } else if (shape.length !== 4) {
+      throw rangeError(fn, `${arg} must have 4 dims (or 3), received shape ${formatShape(shape)}`);
+    }
+    const bshd = layout === 'bshd';
+    const expected = bshd ? [this.batch, shape[1], this.kvHeads, dim] : [this.batch, this.kvHeads, shape[2], dim];
+    if (shape.some((d, i) => d !== expected[i])) {
+      const what = bshd ? `[batch, n, kvHeads, ${dimName}]` : `[batch, kvHeads, n, ${dimName}]`;
+      const want = bshd ? `[${this.batch}, n, ${this.kvHeads}, ${dim}]` : `[${this.batch}, ${this.kvHeads}, n, ${dim}]`;
+      throw rangeError(fn, `${arg} must have shape ${what} = ${want} for this cache, received ${formatShape(shape)}`);
+    }
+    return { n: bshd ? shape[1] : shape[2], bshd };
+  }
+
+  #copyIn(storage: Float32Array, src: Float32Array, dim: number, n: number, bshd: boolean): void {
+    const H = this.kvHeads, rowStride = this.maxLength * dim, at = this.#length * dim;
+    for (let b = 0; b < this.batch; b++) {
+      for (let h = 0; h < H; h++) {
+        const dst = (b * H + h) * rowStride + at;
+        if (!bshd) {
+          const from = (b * H + h) * n * dim;
+          storage.set(src.subarray(from, from + n * dim), dst);
+          continue;
+        }
+        for (let t = 0; t < n; t++) {
+          const from = ((b * n + t) * H + h) * dim;
+          storage.set(src.subarray(from, from + dim), dst + t * dim);
+        }
+      }
+    }
+  }
+}
