@@ -23,9 +23,9 @@ export interface AttentionInputs {
   kind: 'attention';
   /** [B, H, Nq, d] */
   q: Float32Array;
-  /** [B, H, Nkv, d] */
+  /** [B, Hkv, Nkv, d] */
   k: Float32Array;
-  /** [B, H, Nkv, d] */
+  /** [B, Hkv, Nkv, d] */
   v: Float32Array;
 }
 
@@ -99,8 +99,8 @@ export function makeInputs(p: Problem, seedText: string): Inputs {
       return {
         kind: 'attention',
         q: uniform(p.B * p.H * p.Nq * p.d, r),
-        k: uniform(p.B * p.H * p.Nkv * p.d, r),
-        v: uniform(p.B * p.H * p.Nkv * p.d, r),
+        k: uniform(p.B * (p.Hkv ?? p.H) * p.Nkv * p.d, r),
+        v: uniform(p.B * (p.Hkv ?? p.H) * p.Nkv * p.d, r),
       };
     case 'block': {
       const inner = p.heads * p.dimHead;

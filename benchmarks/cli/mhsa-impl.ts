@@ -8,7 +8,7 @@ import * as lib from '../../lib';
 import { attention, info, layerNorm, matmul, setNumThreads, softmax, type Tensor } from '../../lib';
 import type { Inputs } from './data';
 import type { Impl, Prepared } from './peers/types';
-import { outputLength, type Problem } from './workloads';
+import { outputLength, type AttentionProblem, type Problem } from './workloads';
 
 /** A Tensor over data, no copy (the benchmark adapters' inputs and outputs). */
 export function t(data: Float32Array, shape: number[]): Tensor {
@@ -53,6 +53,14 @@ const BLOCK_OPS =
   'layerNorm → three matmul(x, W{q,k,v}, { transposeB }) on row slices of the fused Wqkv (no copy) → ' +
   'attention(q, k, v, { heads }) on the packed [B, N, inner] projections → matmul(o, Wo, { transposeB, c: bias })';
 
+/** The attention options a workload adds to causal: a sliding window, a softcap. */
+export function attentionExtras(p: AttentionProblem): { window?: { left: number }; softcap?: number } {
+  return {
+    ...(p.window !== undefined ? { window: { left: p.window } } : {}),
+    ...(p.softcap !== undefined ? { softcap: p.softcap } : {}),
+  };
+}
+
 export const mhsaImpl: Impl = {
   name: 'mhsa',
   label: 'mhsa',
@@ -60,7 +68,7 @@ export const mhsaImpl: Impl = {
   timed: {
     gemm: 'matmul(a, b, { out })',
     softmax: 'softmax(x, { out })',
-    attention: "attention(q, k, v, { causal, out }) on 'bhsd' [B, H, N, d] inputs",
+    attention: "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d])",
     block: BLOCK_OPS,
   },
   async load() {
@@ -94,10 +102,10 @@ export const mhsaImpl: Impl = {
     }
     if (p.kind === 'attention' && x.kind === 'attention') {
       const q = t(x.q, [p.B, p.H, p.Nq, p.d]);
-      const k = t(x.k, [p.B, p.H, p.Nkv, p.d]);
-      const v = t(x.v, [p.B, p.H, p.Nkv, p.d]);
+      const k = t(x.k, [p.B, p.Hkv ?? p.H, p.Nkv, p.d]);
+      const v = t(x.v, [p.B, p.Hkv ?? p.H, p.Nkv, p.d]);
       const o = t(out, [p.B, p.H, p.Nq, p.d]);
-      const opts = { causal: p.causal, out: o };
+      const opts = { causal: p.causal, out: o, ...attentionExtras(p) };
       return { beforeRun, dispose, run: () => attention(q, k, v, opts).data };
     }
     if (p.kind === 'block' && x.kind === 'block') {

@@ -75,15 +75,16 @@ function softmaxRef(p: SoftmaxProblem, x: SoftmaxInputs, full: boolean, random: 
 function attendRow(
   q: ArrayLike<number>, qOff: number,
   k: ArrayLike<number>, v: ArrayLike<number>, kvOff: number, kvStride: number,
-  last: number, d: number, scale: number, out: Float64Array, at: number,
+  first: number, last: number, d: number, scale: number, softcap: number | undefined, out: Float64Array, at: number,
 ): void {
-  const n = last + 1;
-  const s = new Float64Array(Math.max(n, 0));
+  const n = Math.max(last - first + 1, 0);
+  const s = new Float64Array(n);
   let m = -Infinity;
   for (let j = 0; j < n; j++) {
     let dot = 0;
-    for (let t = 0; t < d; t++) dot += q[qOff + t] * k[kvOff + j * kvStride + t];
+    for (let t = 0; t < d; t++) dot += q[qOff + t] * k[kvOff + (first + j) * kvStride + t];
     s[j] = dot * scale;
+    if (softcap !== undefined) s[j] = softcap * Math.tanh(s[j] / softcap);
     if (s[j] > m) m = s[j];
   }
   let sum = 0;
@@ -95,7 +96,7 @@ function attendRow(
   if (n === 0) return;
   for (let j = 0; j < n; j++) {
     const w = s[j] / sum;
-    for (let t = 0; t < d; t++) out[at + t] += w * v[kvOff + j * kvStride + t];
+    for (let t = 0; t < d; t++) out[at + t] += w * v[kvOff + (first + j) * kvStride + t];
   }
 }
 
@@ -109,9 +110,13 @@ function attentionRef(p: AttentionProblem, x: AttentionInputs, full: boolean, ra
   picked.forEach((r, t) => {
     const bh = Math.floor(r / Nq);
     const i = r - bh * Nq;
-    // Causal, bottom-right aligned: query i sees keys j ≤ i + (Nkv − Nq).
-    const last = p.causal ? Math.min(Nkv - 1, i + Nkv - Nq) : Nkv - 1;
-    attendRow(x.q, r * d, x.k, x.v, bh * Nkv * d, d, last, d, scale, values, t * d);
+    const Hkv = p.Hkv ?? H;
+    const kvHead = Math.floor(bh / H) * Hkv + Math.floor((bh % H) / (H / Hkv));
+    // Causal, bottom-right aligned: query i sees keys j ≤ i + (Nkv − Nq); a window, from that position − window.
+    const pos = i + Nkv - Nq;
+    const last = p.causal ? Math.min(Nkv - 1, pos) : Nkv - 1;
+    const first = p.window === undefined ? 0 : Math.max(0, pos - p.window);
+    attendRow(x.q, r * d, x.k, x.v, kvHead * Nkv * d, d, first, last, d, scale, p.softcap, values, t * d);
     for (let c = 0; c < d; c++) indices[t * d + c] = r * d + c;
   });
   return { indices, values, full };
@@ -157,7 +162,7 @@ function blockRef(p: BlockProblem, x: BlockInputs, full: boolean, random: () => 
       proj(x.wqkv, 0, inner, dim, ln, n * dim, q, 0);
       for (let h = 0; h < heads; h++) {
         // Head h is columns h·dimHead.. of the [N, inner] projections (row stride inner).
-        attendRow(q, h * dimHead, kk, vv, h * dimHead, inner, N - 1, dimHead, scale, o, h * dimHead);
+        attendRow(q, h * dimHead, kk, vv, h * dimHead, inner, 0, N - 1, dimHead, scale, undefined, o, h * dimHead);
       }
       const y = new Float64Array(dim);
       proj(x.wo, 0, dim, inner, o, 0, y, 0);

@@ -25,7 +25,7 @@ export interface SoftmaxProblem {
 
 /**
  * softmax(Q·Kᵀ/√d)·V per (batch, head); q is [B, H, Nq, d], k and v are
- * [B, H, Nkv, d] ('bhsd'), the output is [B, H, Nq, d].
+ * [B, Hkv, Nkv, d] ('bhsd'), the output is [B, H, Nq, d].
  */
 export interface AttentionProblem {
   kind: 'attention';
@@ -35,6 +35,14 @@ export interface AttentionProblem {
   Nkv: number;
   d: number;
   causal: boolean;
+  /** Key/value heads (grouped-query attention); default H. */
+  Hkv?: number;
+  /** A sliding window: keys up to this many before a query's position. */
+  window?: number;
+  /** scores ← softcap·tanh(scores / softcap). */
+  softcap?: number;
+  /** A decode step against a KV cache: the last Nq keys are the step's own (peers that take a past and a present split k and v there). */
+  cache?: boolean;
 }
 
 /**
@@ -73,9 +81,9 @@ export interface Workload {
 
 const gemm = (M: number, K: number, N: number): GemmProblem => ({ kind: 'gemm', M, K, N });
 const sm = (rows: number, cols: number): SoftmaxProblem => ({ kind: 'softmax', rows, cols });
-const attn = (B: number, H: number, Nq: number, Nkv: number, d: number, causal = false): AttentionProblem => ({
-  kind: 'attention', B, H, Nq, Nkv, d, causal,
-});
+const attn = (
+  B: number, H: number, Nq: number, Nkv: number, d: number, causal = false, extra: Partial<AttentionProblem> = {},
+): AttentionProblem => ({ kind: 'attention', B, H, Nq, Nkv, d, causal, ...extra });
 const block = (B: number, N: number, dim: number, heads: number, dimHead: number): BlockProblem => ({
   kind: 'block', B, N, dim, heads, dimHead,
 });
@@ -102,6 +110,9 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'a_b8', description: 'SDPA B=8 H=12 N=128 d=64', problem: attn(8, 12, 128, 128, 64), small: attn(3, 2, 17, 17, 8), suites: FULL, metric: 'GFLOP/s' },
   { name: 'a_causal', description: 'SDPA B=1 H=12 N=2048 d=64, causal mask', problem: attn(1, 12, 2048, 2048, 64, true), small: attn(1, 2, 45, 45, 16, true), suites: QUICK, metric: 'GFLOP/s' },
   { name: 'a_decode', description: 'SDPA decode step B=1 H=32 Nq=1 Nkv=4096 d=128 (against a KV cache)', problem: attn(1, 32, 1, 4096, 128), small: attn(1, 4, 1, 77, 32), suites: QUICK, metric: 'GB/s' },
+  { name: 'a_gqa_decode', description: 'SDPA decode step B=1 H=32 Hkv=8 Nq=1 Nkv=16384 d=128 (LLaMA-3-8B against a KV cache)', problem: attn(1, 32, 1, 16384, 128, true, { Hkv: 8, cache: true }), small: attn(1, 8, 1, 77, 32, true, { Hkv: 2, cache: true }), suites: FULL, metric: 'GB/s' },
+  { name: 'a_window', description: 'SDPA B=1 H=8 N=8192 d=64, causal, sliding window 512', problem: attn(1, 8, 8192, 8192, 64, true, { window: 512 }), small: attn(1, 2, 67, 67, 16, true, { window: 9 }), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'a_softcap', description: 'SDPA B=1 H=12 N=2048 d=64, softcap 50 (as a_2048)', problem: attn(1, 12, 2048, 2048, 64, false, { softcap: 50 }), small: attn(1, 2, 67, 67, 16, false, { softcap: 5 }), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit1', description: 'seed-004 ViT MHSA block dim=768 heads=12 dim_head=64 tokens=197 batch=1', problem: block(1, 197, 768, 12, 64), small: block(1, 11, 24, 3, 8), suites: QUICK, metric: 'GFLOP/s' },
   { name: 'm_vit8', description: 'seed-004 ViT MHSA block, batch=8', problem: block(8, 197, 768, 12, 64), small: block(2, 9, 24, 3, 8), suites: FULL, metric: 'GFLOP/s' },
 ];
@@ -118,10 +129,8 @@ export function flops(p: Problem): number {
     case 'softmax':
       // Not used for the metric (GB/s); max, exp, sum, divide ≈ 5 per element.
       return 5 * p.rows * p.cols;
-    case 'attention': {
-      const full = 4 * p.B * p.H * p.Nq * p.Nkv * p.d;
-      return p.causal ? full / 2 : full;
-    }
+    case 'attention':
+      return 4 * p.B * p.H * p.d * visiblePairs(p);
     case 'block': {
       const T = p.B * p.N;
       const inner = p.heads * p.dimHead;
@@ -129,6 +138,21 @@ export function flops(p: Problem): number {
       return 2 * T * p.dim * 3 * inner + sdpa + 2 * T * inner * p.dim;
     }
   }
+}
+
+/**
+ * (query, key) pairs one head computes: all of them, half under the causal
+ * rule (as the workload list counts it), or each query's window.
+ */
+export function visiblePairs(p: AttentionProblem): number {
+  if (p.window === undefined) return p.causal ? (p.Nq * p.Nkv) / 2 : p.Nq * p.Nkv;
+  let pairs = 0;
+  for (let i = 0; i < p.Nq; i++) {
+    const pos = i + p.Nkv - p.Nq;
+    const hi = p.causal ? Math.min(p.Nkv - 1, pos) : p.Nkv - 1;
+    pairs += Math.max(0, hi - Math.max(0, pos - p.window) + 1);
+  }
+  return pairs;
 }
 
 /** Bytes a memory-bound call must move at least (inputs read once, output written once). */
@@ -139,7 +163,7 @@ export function bytes(p: Problem): number {
     case 'softmax':
       return 4 * 2 * p.rows * p.cols;
     case 'attention':
-      return 4 * (2 * p.B * p.H * p.Nq * p.d + 2 * p.B * p.H * p.Nkv * p.d);
+      return 4 * (2 * p.B * p.H * p.Nq * p.d + 2 * p.B * (p.Hkv ?? p.H) * p.Nkv * p.d);
     case 'block': {
       const T = p.B * p.N;
       const inner = p.heads * p.dimHead;
@@ -155,8 +179,11 @@ export function shapeString(p: Problem): string {
       return `${p.M}x${p.K}x${p.N}`;
     case 'softmax':
       return `${p.rows}x${p.cols}`;
-    case 'attention':
-      return `B${p.B} H${p.H} ${p.Nq === p.Nkv ? `N${p.Nq}` : `Nq${p.Nq} Nkv${p.Nkv}`} d${p.d}${p.causal ? ' causal' : ''}`;
+    case 'attention': {
+      const heads = p.Hkv !== undefined && p.Hkv !== p.H ? `H${p.H}/${p.Hkv}` : `H${p.H}`;
+      const extras = `${p.causal ? ' causal' : ''}${p.window !== undefined ? ` window${p.window}` : ''}${p.softcap !== undefined ? ` softcap${p.softcap}` : ''}`;
+      return `B${p.B} ${heads} ${p.Nq === p.Nkv ? `N${p.Nq}` : `Nq${p.Nq} Nkv${p.Nkv}`} d${p.d}${extras}`;
+    }
     case 'block':
       return `B${p.B} N${p.N} dim${p.dim} h${p.heads}x${p.dimHead}`;
   }
@@ -174,6 +201,12 @@ export function outputLength(p: Problem): number {
     case 'block':
       return p.B * p.N * p.dim;
   }
+}
+
+/** Why a peer that runs plain attention only skips p (GQA, a window or a softcap), or null. */
+export function plainAttentionOnly(p: Problem): string | null {
+  if (p.kind !== 'attention' || (p.Hkv === undefined && p.window === undefined && p.softcap === undefined)) return null;
+  return 'plain attention only (no GQA, window or softcap)';
 }
 
 /** Workloads of a suite, in report order. */

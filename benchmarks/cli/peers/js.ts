@@ -58,25 +58,29 @@ function attendHead(
   k: Float32Array, v: Float32Array, kvOff: number, kvs: number,
   o: Float32Array, oOff: number, os: number,
   Nq: number, Nkv: number, d: number, causal: boolean, s: Float32Array,
+  window?: number, softcap?: number,
 ): void {
   const scale = 1 / Math.sqrt(d);
   for (let i = 0; i < Nq; i++) {
-    const n = causal ? Math.min(Nkv, i + Nkv - Nq + 1) : Nkv;
+    const pos = i + Nkv - Nq;
+    const n = causal ? Math.min(Nkv, pos + 1) : Nkv;
+    const first = window === undefined ? 0 : Math.max(0, pos - window);
     let m = -Infinity;
-    for (let j = 0; j < n; j++) {
+    for (let j = first; j < n; j++) {
       let dot = 0;
       for (let t = 0; t < d; t++) dot += q[qOff + i * qs + t] * k[kvOff + j * kvs + t];
       s[j] = dot * scale;
+      if (softcap !== undefined) s[j] = softcap * Math.tanh(s[j] / softcap);
       if (s[j] > m) m = s[j];
     }
     let sum = 0;
-    for (let j = 0; j < n; j++) {
+    for (let j = first; j < n; j++) {
       s[j] = Math.exp(s[j] - m);
       sum += s[j];
     }
     const row = oOff + i * os;
     for (let t = 0; t < d; t++) o[row + t] = 0;
-    for (let j = 0; j < n; j++) {
+    for (let j = first; j < n; j++) {
       const w = s[j] / sum;
       for (let t = 0; t < d; t++) o[row + t] += w * v[kvOff + j * kvs + t];
     }
@@ -85,8 +89,10 @@ function attendHead(
 
 function attentionBhsd(p: AttentionProblem, q: Float32Array, k: Float32Array, v: Float32Array, o: Float32Array): void {
   const s = new Float32Array(p.Nkv);
+  const Hkv = p.Hkv ?? p.H;
   for (let bh = 0; bh < p.B * p.H; bh++) {
-    attendHead(q, bh * p.Nq * p.d, p.d, k, v, bh * p.Nkv * p.d, p.d, o, bh * p.Nq * p.d, p.d, p.Nq, p.Nkv, p.d, p.causal, s);
+    const kvHead = Math.floor(bh / p.H) * Hkv + Math.floor((bh % p.H) / (p.H / Hkv));
+    attendHead(q, bh * p.Nq * p.d, p.d, k, v, kvHead * p.Nkv * p.d, p.d, o, bh * p.Nq * p.d, p.d, p.Nq, p.Nkv, p.d, p.causal, s, p.window, p.softcap);
   }
 }
 

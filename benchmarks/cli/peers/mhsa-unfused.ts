@@ -8,7 +8,7 @@
 import { matmul, setNumThreads, softmax, type Tensor } from '../../../lib';
 import type { Inputs } from '../data';
 import { t } from '../mhsa-impl';
-import type { Problem } from '../workloads';
+import { plainAttentionOnly, type Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
 /** Score tensors above this many bytes are skipped (N = 4096 with 8 heads needs 512 MiB). */
@@ -27,6 +27,7 @@ export const mhsaUnfusedImpl: Impl = {
   },
   supports(p: Problem) {
     if (p.kind !== 'attention') return 'attention workloads only';
+    if (plainAttentionOnly(p)) return plainAttentionOnly(p);
     const bytes = p.B * p.H * p.Nq * p.Nkv * 4;
     return bytes > MAX_SCORE_BYTES ? `the score tensor would take ${(bytes / 2 ** 30).toFixed(1)} GiB` : null;
   },

@@ -12,7 +12,7 @@
  * this peer is skipped with a note.
  */
 import type { AttentionInputs, Inputs } from '../data';
-import type { AttentionProblem, Problem } from '../workloads';
+import { plainAttentionOnly, type AttentionProblem, type Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
 interface OrtTensor {
@@ -25,7 +25,7 @@ interface OrtSession {
   endProfiling(): void;
 }
 interface OrtModule {
-  Tensor: new (type: 'float32', data: Float32Array, dims: readonly number[]) => OrtTensor;
+  Tensor: new (type: 'float32' | 'int32', data: Float32Array | Int32Array, dims: readonly number[]) => OrtTensor;
   InferenceSession: { create(model: Uint8Array, options: Record<string, unknown>): Promise<OrtSession> };
   env: { versions?: { node?: string; common?: string } };
 }
@@ -34,6 +34,7 @@ interface OnnxProto {
 }
 
 const FLOAT = 1; // TensorProto.DataType.FLOAT
+const INT32 = 6;
 const INT64 = 7;
 const ATTR_INT = 2; // AttributeProto.AttributeType.INT
 const ATTR_FLOAT = 1;
@@ -49,8 +50,8 @@ interface NodeSpec {
   attribute?: unknown[];
 }
 
-function valueInfo(name: string, dims: readonly number[]) {
-  return { name, type: { tensorType: { elemType: FLOAT, shape: { dim: dims.map((d) => ({ dimValue: d })) } } } };
+function valueInfo(name: string, dims: readonly number[], elemType = FLOAT) {
+  return { name, type: { tensorType: { elemType, shape: { dim: dims.map((d) => ({ dimValue: d })) } } } };
 }
 
 function intAttr(name: string, i: number) {
@@ -73,7 +74,7 @@ function int64Init(name: string, values: number[]) {
 /** Serializes a one-graph model. */
 function model(
   nodes: NodeSpec[],
-  inputs: [string, readonly number[]][],
+  inputs: [string, readonly number[], number?][],
   outputs: [string, readonly number[]][],
   opsets: [string, number][],
   initializers: unknown[] = [],
@@ -85,7 +86,7 @@ function model(
     graph: {
       name: 'bench',
       node: nodes,
-      input: inputs.map(([n, d]) => valueInfo(n, d)),
+      input: inputs.map(([n, d, t]) => valueInfo(n, d, t)),
       output: outputs.map(([n, d]) => valueInfo(n, d)),
       initializer: initializers,
     },
@@ -132,6 +133,64 @@ function bshdToBhsd(x: Float32Array, B: number, H: number, N: number, d: number)
   return y;
 }
 
+/** Rows [0, split) and [split, n) of each of `heads` [n, d] blocks of x, as two tensors. */
+function splitPositions(x: Float32Array, heads: number, n: number, split: number, d: number): [Float32Array, Float32Array] {
+  const a = new Float32Array(heads * split * d), b = new Float32Array(heads * (n - split) * d);
+  for (let h = 0; h < heads; h++) {
+    a.set(x.subarray(h * n * d, (h * n + split) * d), h * split * d);
+    b.set(x.subarray((h * n + split) * d, (h + 1) * n * d), h * (n - split) * d);
+  }
+  return [a, b];
+}
+
+/**
+ * Causal SDPA as one com.microsoft GroupQueryAttention node: q, k, v packed
+ * [B, N, heads·d]; with a cache, its first Nkv − Nq positions as
+ * past_key/past_value [B, Hkv, past, d] (the op copies them into its present
+ * outputs); seqlens_k and total_sequence_length as int32 inputs;
+ * local_window_size for a window, softcap for a softcap.
+ */
+function gqaGraph(p: AttentionProblem, x: AttentionInputs): Graph {
+  const { B, H, Nq, Nkv, d } = p;
+  const Hkv = p.Hkv ?? H;
+  const past = p.Nkv - p.Nq;
+  const T = (data: Float32Array, dims: number[]) => new ort!.Tensor('float32', data, dims);
+  const [pastK, newK] = splitPositions(x.k, B * Hkv, Nkv, past, d);
+  const [pastV, newV] = splitPositions(x.v, B * Hkv, Nkv, past, d);
+  const attrs = [
+    intAttr('num_heads', H),
+    intAttr('kv_num_heads', Hkv),
+    ...(p.window !== undefined ? [intAttr('local_window_size', p.window + 1)] : []),
+    ...(p.softcap !== undefined ? [floatAttr('softcap', p.softcap)] : []),
+  ];
+  const inputs: [string, readonly number[], number?][] = [['q', [B, Nq, H * d]], ['k', [B, Nq, Hkv * d]], ['v', [B, Nq, Hkv * d]]];
+  const feeds: Record<string, OrtTensor> = {
+    q: T(bhsdToBshd(x.q, B, H, Nq, d), [B, Nq, H * d]),
+    k: T(bhsdToBshd(newK, B, Hkv, Nq, d), [B, Nq, Hkv * d]),
+    v: T(bhsdToBshd(newV, B, Hkv, Nq, d), [B, Nq, Hkv * d]),
+  };
+  if (past > 0) {
+    inputs.push(['past_key', [B, Hkv, past, d]], ['past_value', [B, Hkv, past, d]]);
+    feeds.past_key = T(pastK, [B, Hkv, past, d]);
+    feeds.past_value = T(pastV, [B, Hkv, past, d]);
+  }
+  inputs.push(['seqlens_k', [B], INT32], ['total_sequence_length', [1], INT32]);
+  feeds.seqlens_k = new ort!.Tensor('int32', new Int32Array(B).fill(Nkv - 1), [B]);
+  feeds.total_sequence_length = new ort!.Tensor('int32', Int32Array.of(Nkv), [1]);
+  const pastNames = past > 0 ? ['past_key', 'past_value'] : ['', ''];
+  return {
+    bytes: model(
+      [{ opType: 'GroupQueryAttention', domain: 'com.microsoft', input: ['q', 'k', 'v', ...pastNames, 'seqlens_k', 'total_sequence_length'], output: ['y', 'present_key', 'present_value'], attribute: attrs }],
+      inputs,
+      [['y', [B, Nq, H * d]], ['present_key', [B, Hkv, Nkv, d]], ['present_value', [B, Hkv, Nkv, d]]],
+      [['', 17], ['com.microsoft', 1]],
+    ),
+    feeds,
+    output: 'y',
+    canonical: (y) => bshdToBhsd(y, B, H, Nq, d),
+  };
+}
+
 /** SDPA as one com.microsoft MultiHeadAttention node on packed [B, N, H·d] q, k, v. */
 function mhaGraph(p: AttentionProblem, x: AttentionInputs): Graph {
   const { B, H, Nq, Nkv, d } = p;
@@ -173,9 +232,28 @@ function buildGraph(p: Problem, x: Inputs): Graph {
     };
   }
   if (p.kind === 'attention' && x.kind === 'attention') {
+    const Hkv = p.Hkv ?? p.H;
     const qd = [p.B, p.H, p.Nq, p.d];
-    const kd = [p.B, p.H, p.Nkv, p.d];
-    const attrs = p.causal ? [intAttr('is_causal', 1)] : [];
+    const attrs = [...(p.causal ? [intAttr('is_causal', 1)] : []), ...(p.softcap !== undefined ? [floatAttr('softcap', p.softcap)] : [])];
+    if (p.cache) {
+      // A decoder's step: the cache as past_key/past_value, the step's own keys as K and V;
+      // the op returns the present (past + new) too, as a decoder loop feeds it back.
+      const past = p.Nkv - p.Nq;
+      const [pastK, newK] = splitPositions(x.k, p.B * Hkv, p.Nkv, past, p.d);
+      const [pastV, newV] = splitPositions(x.v, p.B * Hkv, p.Nkv, past, p.d);
+      const nd = [p.B, Hkv, p.Nq, p.d], pd = [p.B, Hkv, past, p.d], td = [p.B, Hkv, p.Nkv, p.d];
+      return {
+        bytes: model(
+          [{ opType: 'Attention', input: ['q', 'k', 'v', '', 'past_key', 'past_value'], output: ['y', 'present_key', 'present_value'], attribute: attrs }],
+          [['q', qd], ['k', nd], ['v', nd], ['past_key', pd], ['past_value', pd]],
+          [['y', qd], ['present_key', td], ['present_value', td]],
+          [['', 23]],
+        ),
+        feeds: { q: T(x.q, qd), k: T(newK, nd), v: T(newV, nd), past_key: T(pastK, pd), past_value: T(pastV, pd) },
+        output: 'y',
+      };
+    }
+    const kd = [p.B, Hkv, p.Nkv, p.d];
     return {
       bytes: model(
         [{ opType: 'Attention', input: ['q', 'k', 'v'], output: ['y'], attribute: attrs }],
@@ -284,11 +362,42 @@ export const onnxruntimeImpl: Impl = {
     if (reason === null) this.label = `onnxruntime-node ${ortVersion()} (CPU EP)`;
     return reason;
   },
-  supports() {
+  supports(p: Problem) {
+    if (p.kind === 'attention' && p.window !== undefined) {
+      return "sliding windows are the opset-25 Attention's; onnxruntime-node 1.30 implements opset 23 (see onnxruntime-gqa)";
+    }
     return null;
   },
   async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
     return session(buildGraph(p, x), threads);
+  },
+};
+
+/**
+ * Causal attention through com.microsoft GroupQueryAttention, the op
+ * onnxruntime's decoder models use: grouped heads, a KV cache as past_key and
+ * past_value, sliding windows (local_window_size) and softcap.
+ */
+export const onnxruntimeGqaImpl: Impl = {
+  name: 'onnxruntime-gqa',
+  label: 'onnxruntime-node GroupQueryAttention',
+  maxThreads: 1024,
+  timed: {
+    attention: 'session.run of a com.microsoft GroupQueryAttention model on packed q, k, v (a cache as past_key/past_value)',
+  },
+  async load() {
+    const reason = await loadOrt();
+    if (reason === null) this.label = `onnxruntime-node ${ortVersion()} com.microsoft GroupQueryAttention`;
+    return reason;
+  },
+  supports(p: Problem) {
+    if (p.kind !== 'attention') return 'onnxruntime-gqa runs the attention workloads only';
+    if (!p.causal) return 'GroupQueryAttention is causal only';
+    return p.Hkv === undefined && p.window === undefined && p.cache === undefined ? 'onnxruntime-gqa runs the GQA, cache and window workloads' : null;
+  },
+  async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
+    if (p.kind !== 'attention' || x.kind !== 'attention') throw new Error('onnxruntime-gqa: attention workloads only');
+    return session(gqaGraph(p, x), threads);
   },
 };
 
@@ -310,7 +419,8 @@ export const onnxruntimeMhaImpl: Impl = {
     return reason;
   },
   supports(p: Problem) {
-    return p.kind === 'attention' ? null : 'onnxruntime-mha runs the attention workloads only';
+    if (p.kind !== 'attention') return 'onnxruntime-mha runs the attention workloads only';
+    return plainAttentionOnly(p);
   },
   async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
     if (p.kind !== 'attention' || x.kind !== 'attention') throw new Error('onnxruntime-mha: attention workloads only');

@@ -291,7 +291,7 @@ export const pytorchImpl: Impl = {
   timed: {
     gemm: 'torch.mm(a, b, out=c), timed in Python (perf_counter)',
     softmax: 'torch.softmax(x, -1)',
-    attention: 'scaled dot-product attention on [B, H, N, d] q, k, v (is_causal for square causal, else a bottom-right mask); the op is named in the label',
+    attention: 'scaled dot-product attention on [B, H, N, d] q, k, v (is_causal for square causal, else a bottom-right mask; a window as a boolean mask; GQA by repeat_interleave of k and v; with a softcap, the scores, tanh, mask, softmax and product written out); the op is named in the label',
     block: "seed 004's module: vit-pytorch's Attention at inference with SDPA for its matmul-softmax-matmul: LayerNorm → Linear (to_qkv) → chunk, heads → SDPA → merge → Linear (to_out)",
   },
   async load() {

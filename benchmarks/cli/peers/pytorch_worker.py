@@ -90,6 +90,29 @@ else:
         return torch.matmul(torch.softmax(s, -1), v)
 
 
+def window_mask(nq, nkv, left, causal):
+    # Query i sits at key position i + nkv - nq and sees keys back to left before it.
+    pos = torch.arange(nq).unsqueeze(1) + (nkv - nq)
+    j = torch.arange(nkv).unsqueeze(0)
+    allowed = j >= pos - left
+    return allowed & (j <= pos) if causal else allowed
+
+
+def generation_attention(q, k, v, mask, softcap):
+    # What SDPA has no argument for (a softcap), written out as a model's own
+    # attention does (Gemma 2's); grouped kv heads repeated to the query heads.
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    if softcap is None:
+        return sdpa(q, k, v, mask, False)
+    s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    s = torch.tanh(s / softcap) * softcap
+    if mask is not None:
+        s = s.masked_fill(~mask, float('-inf'))
+    return torch.matmul(torch.softmax(s, -1), v)
+
+
 class SeedAttention(torch.nn.Module):
     """Seed 004's ViT attention module: vit-pytorch's Attention at inference
     (no dropout), with SDPA in place of its explicit matmul, softmax, matmul."""
@@ -179,8 +202,17 @@ def build(problem, inputs):
         return lambda: torch.softmax(x, -1)
     if kind == 'attention':
         bsz, h, nq, nkv, d = (problem[key] for key in ('B', 'H', 'Nq', 'Nkv', 'd'))
+        hkv = problem.get('Hkv', h)
         q = load(inputs['q'], (bsz, h, nq, d))
-        k, v = load(inputs['k'], (bsz, h, nkv, d)), load(inputs['v'], (bsz, h, nkv, d))
+        k, v = load(inputs['k'], (bsz, hkv, nkv, d)), load(inputs['v'], (bsz, hkv, nkv, d))
+        if hkv != h or 'window' in problem or 'softcap' in problem:
+            causal = bool(problem['causal'])
+            if 'window' in problem:
+                mask = window_mask(nq, nkv, problem['window'], causal)
+            else:
+                mask = causal_mask(nq, nkv) if causal else None
+            softcap = problem.get('softcap')
+            return lambda: generation_attention(q, k, v, mask, softcap)
         if problem['causal'] and nq != nkv:
             mask = causal_mask(nq, nkv)
             return lambda: sdpa(q, k, v, mask, False)

@@ -8,7 +8,7 @@
  * Loaded with require() at run time: when missing, this peer is skipped with a note.
  */
 import type { Inputs } from '../data';
-import type { Problem } from '../workloads';
+import { plainAttentionOnly, type Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
 /** The slice of the tfjs API used here. */
@@ -95,8 +95,8 @@ export const tfjsWasmImpl: Impl = {
     this.label = `@tensorflow/tfjs ${tf!.version.tfjs} wasm backend (1 thread)`;
     return null;
   },
-  supports() {
-    return null;
+  supports(p: Problem) {
+    return plainAttentionOnly(p);
   },
   async prepare(p: Problem, x: Inputs): Promise<Prepared> {
     const t = tf!;

@@ -138,6 +138,9 @@ inline float reduceAdd(simde__m512 x) {
 #define _mm256_maskz_loadu_ps(k, p) mhsa_emulated_avx512::maskLoad(simde_mm256_setzero_ps(), (k), (p))
 #undef _mm256_mask_storeu_ps
 #define _mm256_mask_storeu_ps(p, k, x) mhsa_emulated_avx512::maskStore((p), (k), (x))
+// SIMDe 0.7.4 has the function but no native alias for it (decode_avx512.cc's lane sums).
+#undef _mm512_shuffle_f32x4
+#define _mm512_shuffle_f32x4(a, b, imm) simde_mm512_shuffle_f32x4((a), (b), (imm))
 #undef _mm512_stream_ps
 #define _mm512_stream_ps(p, x) mhsa_emulated_avx512::streamStore((p), (x))
 #undef _mm512_maskz_scalef_ps
