@@ -84,11 +84,11 @@ struct PackedKV {
 // Whether queryTile computes S^T with the exp in the micro-kernel's epilogue
 // (kt.scoresExp2Tile, scoresExp2Block). Masks and key padding change scores
 // after the product, so they keep the column passes; so does a head dim
-// deeper than one rank-k update. Under the causal rule only the keys that a
-// whole query tile sees are fused (queryTile).
+// deeper than one rank-k update. A softcap is applied in the tile, before
+// its max and exp. Under a window only the keys that a whole query tile sees
+// are fused (queryTile).
 bool fusesScoresExp(const AttentionProblem& p, const KernelTable& kt) {
-  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && p.softcap == 0.0f && p.headDim > 0 &&
-         p.headDim <= kGemmKC;
+  return kt.scoresExp2Tile && !p.mask && !p.keyPadding && p.headDim > 0 && p.headDim <= kGemmKC;
 }
 
 // fusesScoresExp for V whose largest |v| is vMax (kScoresExp2MinV).
@@ -237,7 +237,7 @@ void raiseShift(const KernelTable& kt, float* block, int64_t ld, int64_t row, in
 // rises only through raiseShift (see kScoresExp2ShiftMargin), so the scores
 // need neither a pass for their maximum nor one for their exp.
 void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim, int64_t k0, int64_t kb,
-                     const float* qbuf, int64_t R, float alpha, float* s, SoftmaxRun& run, bool first) {
+                     const float* qbuf, int64_t R, float alpha, float cap, float* s, SoftmaxRun& run, bool first) {
   for (int64_t ir = 0; ir < kb; ir += kt.mr) {
     const int rows = static_cast<int>(std::min<int64_t>(kt.mr, kb - ir));
     // K's rows in place, or its packed sliver (one depth block: headDim <= kGemmKC).
@@ -245,7 +245,7 @@ void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim,
     const int64_t rowStep = kv.inPlace ? kv.kStride : 1, depthStep = kv.inPlace ? 1 : kt.mr;
     for (int64_t jr = 0; jr < R; jr += kt.nr) {
       const int cols = static_cast<int>(std::min<int64_t>(kt.nr, R - jr));
-      if (!kt.scoresExp2Tile(headDim, a, rowStep, depthStep, qbuf + jr * headDim, s + ir * R + jr, R, alpha, rows,
+      if (!kt.scoresExp2Tile(headDim, a, rowStep, depthStep, qbuf + jr * headDim, s + ir * R + jr, R, alpha, cap, rows,
                              cols, run.shift + jr, first && ir == 0, run.sum + jr))
         raiseShift(kt, s, R, ir, rows, jr, cols, run);
     }
@@ -354,7 +354,8 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       const int64_t avail = fusedHi - k0;
       kbFused = avail >= kb ? kb : std::max<int64_t>(0, avail) / kt.mr * kt.mr;
     }
-    if (kbFused > 0) scoresExp2Block(kt, kv, p.headDim, k0, kbFused, qbuf, R, sp.alpha, s, run, !anyBlock);
+    if (kbFused > 0) scoresExp2Block(kt, kv, p.headDim, k0, kbFused, qbuf, R, sp.alpha, p.softcap != 0.0f ? softcap2 : 0.0f, s, run,
+                    !anyBlock);
     anyBlock = true;
     if (kbFused < kb) {
       // S^T rows for keys [kc0, kc0 + kbc): K's slivers for them start at kc0 (a multiple of mr).

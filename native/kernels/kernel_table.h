@@ -104,8 +104,10 @@ struct KernelTable {
   // 2^-126), sum[j] += (those added in row order), returns true. Otherwise (a column
   // rose further above its shift, or a NaN argument): c = t, shift and sum
   // untouched, returns false.
+  // A cap other than 0 applies the softcap first: t = cap * tanh(t / cap).
   bool (*scoresExp2Tile)(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
-                         int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift, float* sum);
+                         int64_t ldc, float alpha, float cap, int rows, int cols, float* shift, bool setShift,
+                         float* sum);
   // The largest |x[i * ld + j]| over i < rows, j < cols (NaN ignored, 0 when
   // empty): attention's check that V suits scoresExp2Tile's terms (see
   // kScoresExp2MinV). Null exactly where scoresExp2Tile is.

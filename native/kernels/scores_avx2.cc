@@ -56,15 +56,19 @@ struct Ymm {
     const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
     return _mm256_and_ps(normal, _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e)));
   }
+  static Vec abs(Vec x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  static Vec withSignOf(Vec m, Vec x) { return _mm256_or_ps(m, _mm256_and_ps(x, _mm256_set1_ps(-0.0f))); }
+  static Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
+  static Vec selectBelow(Vec a, Vec t, Vec x, Vec y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, t, _CMP_LT_OQ)); }
 };
 
 }  // namespace
 
 bool scoresExp2Tile6x16Avx2(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b,
-                            float* c, int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift,
+                            float* c, int64_t ldc, float alpha, float cap, int rows, int cols, float* shift, bool setShift,
                             float* sum) {
   auto run = [&](auto tile) {
-    return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
+    return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cap, cols, shift, setShift, sum);
   };
   if (cols > 8) return run(scores::rows<Ymm, kNR, kMR, 2>);
   return run(scores::rows<Ymm, kNR, kMR, 1>);

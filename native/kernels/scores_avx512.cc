@@ -35,6 +35,14 @@ struct Zmm {
   // Lanes of m where a > b or either is NaN.
   static unsigned over(Mask m, Vec a, Vec b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
   static Vec exp2Margin(Vec x) { return exp2Avx512<kScoresExp2ShiftMargin>(x); }
+  static Vec abs(Vec x) { return _mm512_abs_ps(x); }
+  static Vec withSignOf(Vec m, Vec x) {
+    return _mm512_or_ps(m, _mm512_and_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
+  }
+  static Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
+  static Vec selectBelow(Vec a, Vec t, Vec x, Vec y) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, t, _CMP_LT_OQ), y, x);
+  }
 };
 
 struct Ymm {
@@ -55,15 +63,21 @@ struct Ymm {
   static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
   static unsigned over(Mask m, Vec a, Vec b) { return _mm256_mask_cmp_ps_mask(m, a, b, _CMP_NLE_UQ); }
   static Vec exp2Margin(Vec x) { return exp2Avx512<kScoresExp2ShiftMargin>(x); }
+  static Vec abs(Vec x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  static Vec withSignOf(Vec m, Vec x) { return _mm256_or_ps(m, _mm256_and_ps(x, _mm256_set1_ps(-0.0f))); }
+  static Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
+  static Vec selectBelow(Vec a, Vec t, Vec x, Vec y) {
+    return _mm256_mask_blend_ps(_mm256_cmp_ps_mask(a, t, _CMP_LT_OQ), y, x);
+  }
 };
 
 }  // namespace
 
 bool scoresExp2Tile12x32Avx512(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b,
-                               float* c, int64_t ldc, float alpha, int rows, int cols, float* shift, bool setShift,
+                               float* c, int64_t ldc, float alpha, float cap, int rows, int cols, float* shift, bool setShift,
                                float* sum) {
   auto run = [&](auto tile) {
-    return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift, setShift, sum);
+    return tile(rows, kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cap, cols, shift, setShift, sum);
   };
   if (cols > 16) return run(scores::rows<Zmm, kNR, kMR, 2>);
   if (cols > 8) return run(scores::rows<Zmm, kNR, kMR, 1>);

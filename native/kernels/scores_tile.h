@@ -9,25 +9,51 @@
 //   store(p, x), store(p, mask, x), fmadd, mul, add, sub, max;
 //   over(mask, a, b): a bit per lane of mask where a > b or either is NaN;
 //   exp2Margin(x): 2^(x - kScoresExp2ShiftMargin), 0 below 2^-126, for
-//   x <= kScoresExp2ShiftMargin + kScoresExp2Headroom.
+//   x <= kScoresExp2ShiftMargin + kScoresExp2Headroom;
+//   abs(x), withSignOf(magnitude, x), div(a, b), and selectBelow(a, t, x, y):
+//   x where a < t, else y.
 // Include only from a file compiled with the flags of X's ISA.
 #pragma once
 
 #include <cassert>
 #include <cstdint>
 
+#include "exp_poly.h"
 #include "kernel_table.h"
 #include "row_bases.h"
 
 namespace mhsa {
 namespace scores {
 
+// cap * tanh(t / cap) (attention's softcap, here on base-2 scores with a
+// base-2 cap), invCap = 1 / cap. For |z| = |t / cap| >= 1/4,
+// tanh|z| = (1 - e) / (1 + e) with e = 2^(-2|z| log2 e) from the tile's own
+// exp2 (which carries 2^-48: scaled back exactly); below 1/4, where 1 - e
+// would cancel, the odd series to z^9 (truncation below 3e-9 relative).
+template <class X>
+inline typename X::Vec softcap(typename X::Vec t, typename X::Vec cap, typename X::Vec invCap) {
+  using Vec = typename X::Vec;
+  const Vec z = X::mul(t, invCap);
+  const Vec a = X::abs(z);
+  const Vec one = X::set1(1.0f);
+  const Vec e = X::mul(X::exp2Margin(X::mul(a, X::set1(-2.0f * kLog2e))), X::set1(0x1p48f));
+  const Vec large = X::div(X::sub(one, e), X::add(one, e));
+  const Vec a2 = X::mul(a, a);
+  Vec p = X::set1(62.0f / 2835.0f);
+  p = X::fmadd(p, a2, X::set1(-17.0f / 315.0f));
+  p = X::fmadd(p, a2, X::set1(2.0f / 15.0f));
+  p = X::fmadd(p, a2, X::set1(-1.0f / 3.0f));
+  p = X::fmadd(p, a2, one);
+  const Vec small = X::mul(a, p);
+  return X::mul(cap, X::withSignOf(X::selectBelow(a, X::set1(0.25f), small, large), z));
+}
+
 // R keys x V registers of queries; NR queries per packed Q sliver (the step
 // of b per k). UnitRowStep: A is a packed sliver (the R values of one k are
 // adjacent); otherwise A is R rows of K read in place.
 template <class X, int NR, int R, int V, bool UnitRowStep>
 bool tile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c, int64_t ldc,
-          float alpha, int cols, float* shift, bool setShift, float* sum) {
+          float alpha, float cap, int cols, float* shift, bool setShift, float* sum) {
   using Vec = typename X::Vec;
   constexpr int L = X::kLanes;
   Vec t[R][V];
@@ -53,6 +79,11 @@ bool tile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, cons
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) t[i][v] = X::mul(t[i][v], va);
+  if (cap != 0.0f) {
+    const Vec vcap = X::set1(cap), vinv = X::set1(1.0f / cap);
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < V; ++v) t[i][v] = softcap<X>(t[i][v], vcap, vinv);
+  }
 
   const bool whole = cols == L * V;
   const typename X::Mask mask[2] = {X::low(cols), X::low(cols - L)};
@@ -107,16 +138,16 @@ bool tile(int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, cons
 // with A a packed sliver when aRowStep is 1 and K's rows in place otherwise.
 template <class X, int NR, int MR, int V>
 bool rows(int rows, int64_t kc, const float* a, int64_t aRowStep, int64_t aDepthStep, const float* b, float* c,
-          int64_t ldc, float alpha, int cols, float* shift, bool setShift, float* sum) {
+          int64_t ldc, float alpha, float cap, int cols, float* shift, bool setShift, float* sum) {
   static_assert(MR >= 1 && MR <= 12, "rows in [1, 12]");
   const bool packed = aRowStep == 1;
   switch (rows) {
 #define MHSA_SCORES_CASE(R)                                                                                   \
   case R:                                                                                                     \
     if constexpr (R <= MR)                                                                                    \
-      return packed ? tile<X, NR, R, V, true>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift,       \
+      return packed ? tile<X, NR, R, V, true>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cap, cols, shift,       \
                                               setShift, sum)                                                  \
-                    : tile<X, NR, R, V, false>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cols, shift,      \
+                    : tile<X, NR, R, V, false>(kc, a, aRowStep, aDepthStep, b, c, ldc, alpha, cap, cols, shift,      \
                                                setShift, sum);                                                \
     break;
     MHSA_SCORES_CASE(1) MHSA_SCORES_CASE(2) MHSA_SCORES_CASE(3) MHSA_SCORES_CASE(4)

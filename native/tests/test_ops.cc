@@ -475,7 +475,7 @@ TEST(scores_exp2_tile_against_float64) {
           }
         auto call = [&](std::vector<float>& c, std::vector<float>& shift, std::vector<float>& sum, bool setShift) {
           return kt.scoresExp2Tile(kc, packed ? sliver.data() : kRows.data(), packed ? 1 : lda, packed ? kt.mr : 1,
-                                   q.data(), c.data(), ldc, alpha, rows, cols, shift.data(), setShift, sum.data());
+                                   q.data(), c.data(), ldc, alpha, 0.0f, rows, cols, shift.data(), setShift, sum.data());
         };
         // Checks c, shift and sum after a successful call against float64.
         auto checkExps = [&](const std::vector<float>& c, const std::vector<float>& shift,
@@ -574,7 +574,7 @@ TEST(scores_exp2_tile_nonfinite_and_abs_max) {
     std::vector<float> c = poisoned(static_cast<size_t>(kt.mr * kt.nr));
     std::vector<float> shift(static_cast<size_t>(kt.nr), t.shiftValue), sum(static_cast<size_t>(kt.nr), 1.0f);
     const std::vector<float> shiftBefore = shift, sumBefore = sum;
-    const bool ok = kt.scoresExp2Tile(kc, k.data(), 1, kt.mr, q.data(), c.data(), kt.nr, 1.0f, kt.mr, kt.nr,
+    const bool ok = kt.scoresExp2Tile(kc, k.data(), 1, kt.mr, q.data(), c.data(), kt.nr, 1.0f, 0.0f, kt.mr, kt.nr,
                                       shift.data(), t.setShift, sum.data());
     CHECK_MSG(!ok, std::string(t.what) + ": should take the general path");
     CHECK_MSG(shift == shiftBefore && sum == sumBefore, std::string(t.what) + ": a failed tile changed shift or sum");
@@ -585,7 +585,7 @@ TEST(scores_exp2_tile_nonfinite_and_abs_max) {
     k[2] = -INFINITY;
     std::vector<float> c = poisoned(static_cast<size_t>(kt.mr * kt.nr)), shift(static_cast<size_t>(kt.nr), 0.0f),
                        sum(static_cast<size_t>(kt.nr), 0.0f);
-    CHECK(kt.scoresExp2Tile(kc, k.data(), 1, kt.mr, q.data(), c.data(), kt.nr, 1.0f, kt.mr, kt.nr, shift.data(), false,
+    CHECK(kt.scoresExp2Tile(kc, k.data(), 1, kt.mr, q.data(), c.data(), kt.nr, 1.0f, 0.0f, kt.mr, kt.nr, shift.data(), false,
                             sum.data()));
     for (int j = 0; j < kt.nr; ++j) CHECK(c[2 * kt.nr + j] == 0.0f && std::isfinite(sum[j]));
   }
