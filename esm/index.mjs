@@ -15,6 +15,8 @@ export const {
   KVCache,
   layerNorm,
   layerNormAsync,
+  rmsNorm,
+  rmsNormAsync,
   rope,
   ropeAsync,
   info,

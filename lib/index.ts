@@ -18,7 +18,7 @@ export {
   type KeyValueInput,
 } from './attention';
 export { KVCache, type KVCacheOptions, type KVCacheAppendOptions } from './kv-cache';
-export { layerNorm, layerNormAsync, type LayerNormOptions } from './layernorm';
+export { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync, type LayerNormOptions, type RmsNormOptions } from './layernorm';
 export { rope, ropeAsync, type RopeOptions } from './rope';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';
 export { setAllocationLimit, getAllocationLimit } from './memory';

@@ -16,10 +16,21 @@ export interface LayerNormOptions {
   out?: Tensor;
 }
 
-const KNOWN = ['weight', 'bias', 'eps', 'out'] as const;
+/** Options of {@link rmsNorm} and {@link rmsNormAsync}. */
+export interface RmsNormOptions {
+  /** Per-feature scale, shape [dim] for x's last dim (leading 1s allowed). Default 1. */
+  weight?: TensorLike;
+  /** Added to the mean of squares. Default 1e-6 (LLaMA's `rms_norm_eps`). */
+  eps?: number;
+  /** Where to write the result; x's shape. May be x itself. */
+  out?: Tensor;
+}
 
-function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions) {
-  const opts = checkOptions<LayerNormOptions>(fn, options, KNOWN);
+const KNOWN = ['weight', 'bias', 'eps', 'out'] as const;
+const RMS_KNOWN = ['weight', 'eps', 'out'] as const;
+
+function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions, rms = false) {
+  const opts = checkOptions<LayerNormOptions>(fn, options, rms ? RMS_KNOWN : KNOWN);
   const tx = checkTensor(fn, 'x', x);
   if (tx.shape.length < 1) throw rangeError(fn, `x must have at least 1 dim, received shape ${formatShape(tx.shape)}`);
   const dim = tx.shape[tx.shape.length - 1];
@@ -31,14 +42,15 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions)
       throw rangeError(fn, `options.${name}.shape must be [${dim}] (x's last dim, leading 1s allowed), received ${formatShape(t.shape)}`);
     }
   }
-  const eps = checkEps(fn, 'options.eps', opts.eps);
+  const eps = opts.eps === undefined && rms ? 1e-6 : checkEps(fn, 'options.eps', opts.eps);
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data, true);
   checkNoAlias(fn, 'options.out', out.data, 'options.weight', weight?.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.bias', bias?.data);
   const args = (stage?: number): unknown[] => [
     tx.data, out.data, weight ? weight.data : null, bias ? bias.data : null,
-    new Descriptor('layerNorm', stage).shape('x.shape', tx.shape).shape('out.shape', tx.shape).number('eps', eps).done(),
+    new Descriptor('layerNorm', stage).shape('x.shape', tx.shape).shape('out.shape', tx.shape).number('eps', eps)
+      .flag('rms', rms).done(),
   ];
   const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
   if (weight) buffers.push(['options.weight', weight.data]);
@@ -69,4 +81,23 @@ export function layerNormStage(x: TensorLike, options?: LayerNormOptions): Nativ
 /** {@link layerNorm} computed off the JS thread; invalid arguments reject the promise. */
 export function layerNormAsync(x: TensorLike, options?: LayerNormOptions): Promise<Tensor> {
   return runAsync(() => prepareLayerNorm('layerNormAsync', x, options), (args) => native.layerNorm(...args));
+}
+
+/**
+ * Root-mean-square normalization over the last axis, as LLaMA's `RMSNorm`:
+ * `x / √(mean(x²) + eps) · weight` per row (no centering, no bias).
+ *
+ * @example
+ * rmsNorm(tensor([1, 2, 3, 4], [1, 4])).data; // ≈ [0.365, 0.730, 1.095, 1.461]
+ * @throws TypeError for a wrong kind of argument, RangeError for mismatched shapes and invalid values.
+ */
+export function rmsNorm(x: TensorLike, options?: RmsNormOptions): Tensor {
+  const call = prepareLayerNorm('rmsNorm', x, options, true);
+  native.layerNorm(...call.args());
+  return call.result;
+}
+
+/** {@link rmsNorm} computed off the JS thread; invalid arguments reject the promise. */
+export function rmsNormAsync(x: TensorLike, options?: RmsNormOptions): Promise<Tensor> {
+  return runAsync(() => prepareLayerNorm('rmsNormAsync', x, options, true), (args) => native.layerNorm(...args));
 }

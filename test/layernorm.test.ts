@@ -4,7 +4,7 @@
  * inputs (sync throws, async rejects, `out` untouched). The seed is in the
  * describe title (replay: MHSA_TEST_SEED=<seed> npx jest test/layernorm.test.ts).
  */
-import { layerNorm, layerNormAsync, tensor, type LayerNormOptions, type Tensor } from '../lib';
+import { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync, tensor, type LayerNormOptions, type Tensor } from '../lib';
 import {
   expectBitEqual,
   expectClose,
@@ -288,5 +288,52 @@ describe('layerNorm bad inputs: sync throws, async rejects, out untouched', () =
 
   test('w4 helper sanity (x with a [4] weight)', () => {
     expect(layerNorm(x(), { weight: w4() }).data.every((v) => v === 0)).toBe(true);
+  });
+});
+
+/** x / √(mean(x²) + eps) · weight per row, in float64. */
+function refRmsNorm(x: Float32Array, dim: number, weight: Float32Array | undefined, eps: number): Float64Array {
+  const y = new Float64Array(x.length);
+  for (let r = 0; r < x.length / dim; r++) {
+    let sq = 0;
+    for (let i = 0; i < dim; i++) sq += x[r * dim + i] * x[r * dim + i];
+    const inv = 1 / Math.sqrt(sq / dim + eps);
+    for (let i = 0; i < dim; i++) y[r * dim + i] = x[r * dim + i] * inv * (weight ? weight[i] : 1);
+  }
+  return y;
+}
+
+describe(`rmsNorm vs float64 reference (seed ${SEED})`, () => {
+  test('every width, with and without weight, poisoned out, in place, async bit for bit', async () => {
+    const rng = rngFor(SEED, 'rmsNorm');
+    for (const dim of DIMS) {
+      const rows = randInt(rng, 1, 5);
+      const x = randomFloat32(rng, rows * dim).map((v) => 3 * v + 0.5);
+      const weight = pick(rng, [true, false]) ? randomFloat32(rng, dim) : undefined;
+      const eps = pick(rng, [undefined, 1e-5, 0.5]);
+      const options = { ...(weight ? { weight: tensor(weight, [dim]) } : {}), ...(eps !== undefined ? { eps } : {}) };
+      const ctx = { seed: SEED, label: `rmsNorm [${rows}, ${dim}] weight ${!!weight} eps ${eps}`, shape: [rows, dim] };
+      const ref = refRmsNorm(x, dim, weight, eps ?? 1e-6);
+      const y = rmsNorm(tensor(x, [rows, dim]), options);
+      expectShape(y.shape, [rows, dim], ctx);
+      expectClose(y.data, ref, TOL, ctx);
+      const outView = guardedOut(rng, rows * dim);
+      rmsNorm(tensor(x, [rows, dim]), { ...options, out: { data: outView, shape: [rows, dim] } });
+      expectBitEqual(outView, y.data, ctx);
+      expectGuardsIntact(outView, ctx);
+      const inPlace = tensor(x.slice(), [rows, dim]);
+      rmsNorm(inPlace, { ...options, out: inPlace });
+      expectBitEqual(inPlace.data, y.data, ctx);
+      expectBitEqual((await rmsNormAsync(tensor(x, [rows, dim]), options)).data, y.data, ctx);
+    }
+  });
+
+  test('the documented example; bad input is named', async () => {
+    expect(Array.from(rmsNorm(tensor([1, 2, 3, 4], [1, 4])).data).map((v) => +v.toFixed(3))).toEqual([0.365, 0.73, 1.095, 1.461]);
+    const x = tensor(new Float32Array(8), [2, 4]);
+    expect(() => rmsNorm(x, { bias: tensor(new Float32Array(4), [4]) } as never)).toThrow(/^rmsNorm: unknown key "bias" in options/);
+    expect(() => rmsNorm(x, { weight: tensor(new Float32Array(3), [3]) })).toThrow(/^rmsNorm: options\.weight\.shape must be \[4\]/);
+    expect(() => rmsNorm(x, { eps: -1 })).toThrow(/^rmsNorm: options\.eps must be a finite float32 number >= 0, received -1/);
+    await expect(rmsNormAsync(x, { eps: NaN })).rejects.toThrow(/^rmsNormAsync: options\.eps/);
   });
 });

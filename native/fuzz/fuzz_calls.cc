@@ -67,7 +67,7 @@ double flagValue(ByteSource& in) {
 enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
 // C: a softcap, mostly 0 (none) or small; W: a window side, mostly -1 (none) or small.
-const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFSCWW", "SSN", "SF", "S", "", "NSSNNFNS"};
+const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFSCWW", "SSNF", "SF", "S", "", "NSSNNFNS"};
 
 struct Decoded {
   std::vector<double> values;

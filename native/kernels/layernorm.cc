@@ -40,6 +40,34 @@ void layerNormRow(const KernelTable& kt, const float* x, float* y, int64_t dim, 
   if (!kt.layerNormRow(x, y, dim, weight, bias, eps)) layerNormRowDouble(x, y, dim, weight, bias, eps);
 }
 
+void rmsNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
+                 float eps) {
+  if (dim == 0) return;
+  const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t{1} << 15) / dim);
+  const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
+  parallelFor(tasks, [&](int64_t t) {
+    const int64_t r1 = std::min(rows, (t + 1) * rowsPerTask);
+    for (int64_t r = t * rowsPerTask; r < r1; ++r) {
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
+      // Four partial sums so the loop is not one chain of dependent adds.
+      double sq[4] = {0, 0, 0, 0};
+      int64_t i = 0;
+      for (; i + 4 <= dim; i += 4)
+        for (int l = 0; l < 4; ++l) sq[l] += static_cast<double>(xr[i + l]) * xr[i + l];
+      for (; i < dim; ++i) sq[0] += static_cast<double>(xr[i]) * xr[i];
+      const double mean = ((sq[0] + sq[1]) + (sq[2] + sq[3])) / static_cast<double>(dim);
+      const float inv = static_cast<float>(1.0 / std::sqrt(mean + eps));
+      for (i = 0; i < dim; ++i) {
+        float v = xr[i] * inv;
+        if (weight) v *= weight[i];
+        if (bias) v += bias[i];
+        yr[i] = v;
+      }
+    }
+  });
+}
+
 void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
                    float eps) {
   if (dim == 0) return;

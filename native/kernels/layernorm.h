@@ -10,6 +10,11 @@ namespace mhsa {
 void layerNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
                    float eps);
 
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight + bias (RMSNorm, as LLaMA's,
+// which has no bias), the mean of squares in float64. y may equal x.
+void rmsNormRows(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, const float* bias,
+                 float eps);
+
 struct KernelTable;
 
 // One row of layerNormRows on the calling thread (the ISA's kernel, float64

@@ -259,12 +259,16 @@ Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const Buffer
   call->dim = dim;
   call->rows = dim == 0 ? 0 : x.length / dim;
   call->eps = static_cast<float>(eps);
+  call->rms = f.rms;
   return Status::success();
 }
 
 void runCall(const LayerNormCall& call) {
   ComputeScope computing;
-  layerNormRows(call.x, call.out, call.rows, call.dim, call.weight, call.bias, call.eps);
+  if (call.rms)
+    rmsNormRows(call.x, call.out, call.rows, call.dim, call.weight, call.bias, call.eps);
+  else
+    layerNormRows(call.x, call.out, call.rows, call.dim, call.weight, call.bias, call.eps);
 }
 
 Status preparePackedSize(const Descriptor& desc, int64_t* floats) {

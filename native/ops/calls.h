@@ -84,6 +84,7 @@ struct LayerNormCall {
   const float* bias = nullptr;
   int64_t rows = 0, dim = 0;
   float eps = 1e-5f;
+  bool rms = false;
 };
 Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& weight,
                         const BufferArg& bias, LayerNormCall* call);

@@ -36,7 +36,9 @@
   X(number, k0, "k.strides[0]") X(number, k1, "k.strides[1]") X(number, k2, "k.strides[2]")                \
   X(number, v0, "v.strides[0]") X(number, v1, "v.strides[1]") X(number, v2, "v.strides[2]")
 
-#define MHSA_LAYER_NORM_FIELDS(X) X(shape, x, "x.shape") X(shape, out, "out.shape") X(number, eps, "eps")
+// rms: RMSNorm (no centering) instead of LayerNorm.
+#define MHSA_LAYER_NORM_FIELDS(X) \
+  X(shape, x, "x.shape") X(shape, out, "out.shape") X(number, eps, "eps") X(flag, rms, "rms")
 
 #define MHSA_PACKED_SIZE_FIELDS(X) X(shape, b, "b.shape")
 

@@ -84,15 +84,16 @@ TEST(softmax_streaming_huge_logits) {
   }
 }
 
-TEST(layernorm_rows_against_float64) {
+TEST(layernorm_and_rmsnorm_rows_against_float64) {
   std::mt19937_64 rng(testSeed() + 21);
+  for (const bool rms : {false, true})
   for (int64_t dim : {1, 3, 17, 197, 1000}) {
     const int64_t rows = 5;
     auto x = randomFloats(rng, rows * dim, -3, 5);
     const auto w = randomFloats(rng, dim), b = randomFloats(rng, dim);
     auto out = poisoned(x.size());
     DescBuilder d;
-    d.shape({rows, dim}).shape({rows, dim}).number(1e-5);
+    d.shape({rows, dim}).shape({rows, dim}).number(1e-5).flag(rms);
     LayerNormCall call;
     const Status st = prepareLayerNorm(d.done(), buf(x), buf(out), buf(w), buf(b), &call);
     CHECK_MSG(st.ok(), st.message);
@@ -102,14 +103,14 @@ TEST(layernorm_rows_against_float64) {
     for (int64_t r = 0; r < rows; ++r) {
       double mean = 0, var = 0;
       for (int64_t c = 0; c < dim; ++c) mean += x[r * dim + c];
-      mean /= dim;
+      mean = rms ? 0 : mean / dim;
       for (int64_t c = 0; c < dim; ++c) var += (x[r * dim + c] - mean) * (x[r * dim + c] - mean);
       var /= dim;
       for (int64_t c = 0; c < dim; ++c)
         ref[r * dim + c] = (x[r * dim + c] - mean) / std::sqrt(var + 1e-5) * w[c] + b[c];
     }
     const double err = relativeError(out, ref);
-    CHECK_MSG(err < 1e-5, "layerNorm dim " + std::to_string(dim) + " error " + std::to_string(err));
+    CHECK_MSG(err < 1e-5, (rms ? "rmsNorm dim " : "layerNorm dim ") + std::to_string(dim) + " error " + std::to_string(err));
   }
 }
 
