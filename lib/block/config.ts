@@ -7,22 +7,43 @@ import { formatShape, rangeError } from '../errors';
 import { LAYER_NORM_MATMUL_MAX_K, type RowLayerNorm } from '../matmul';
 import { prepack, type PackedMatrix } from '../prepack';
 import { checkExactShape, checkTensor, type CheckedTensor, type Tensor } from '../tensor';
-import { checkEps, checkObject, positiveInteger } from '../validate';
+import { checkEps, checkObject, optBoolean, optEnum, optFiniteNumber, optNonNegativeInteger, optPositiveInteger, positiveInteger } from '../validate';
+import { checkFloat32Array } from '../tensor';
 
 /** The class name, which every message of the block starts with. */
 export const CLASS = 'MultiHeadSelfAttention';
 
-const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps'] as const;
+const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps', 'kvHeads', 'rope', 'softcap', 'window', 'sinks'] as const;
 const WEIGHT_KEYS = ['qkvWeight', 'qkvBias', 'outWeight', 'outBias'] as const;
-const NORM_KEYS = ['weight', 'bias'] as const;
+const NORM_KEYS = ['type', 'weight', 'bias'] as const;
+const ROPE_KEYS = ['theta', 'rotaryDim', 'interleaved'] as const;
+
+/** What the decoder path adds to a block: grouped heads, RoPE, RMSNorm, attention's generation options. */
+export interface DecoderSettings {
+  rope?: { theta?: number; rotaryDim?: number; interleaved?: boolean };
+  softcap?: number;
+  window?: { left?: number; right?: number };
+  sinks?: Float32Array;
+}
 
 /** A block's dims and weights, as its forward passes use them. */
 export interface BlockWeights {
   dim: number;
   heads: number;
   dimHead: number;
-  /** heads · dimHead: the width of q, k and v. */
+  /** heads · dimHead: the width of q (and of k and v without grouped heads). */
   innerDim: number;
+  /** Key/value heads, and kvHeads · dimHead: the width of k and of v. */
+  kvHeads: number;
+  kvInner: number;
+  /** 'layer' (LayerNorm) or 'rms' (RMSNorm), when hasNorm. */
+  normType: 'layer' | 'rms';
+  /**
+   * Whether forward takes the decoder path (lib/block/decoder.ts): grouped
+   * heads, RoPE, RMSNorm or an attention option of a decoder. It always does with a cache.
+   */
+  decoder: boolean;
+  decoderSettings: DecoderSettings;
   /** The LayerNorm's epsilon (used only when hasNorm). */
   eps: number;
   hasNorm: boolean;
@@ -81,16 +102,55 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
     dimHead = positiveInteger(fn, 'config.dimHead', c.dimHead);
   }
   const inner = heads * dimHead;
-  const eps = checkEps(fn, 'config.eps', c.eps);
+  const kvHeads = optPositiveInteger(fn, 'config.kvHeads', c.kvHeads) ?? heads;
+  if (heads % kvHeads !== 0) throw rangeError(fn, `config.heads = ${heads} must be a multiple of config.kvHeads, received ${kvHeads}`);
+  const kvInner = kvHeads * dimHead;
+  const rows = inner + 2 * kvInner;
+  const grouped = kvHeads !== heads;
+  const rowsWhat = grouped ? '[(heads + 2·kvHeads)·dimHead, dim]' : '[3·heads·dimHead, dim]';
 
+  let normType: 'layer' | 'rms' = 'layer';
+  if (c.norm !== undefined) {
+    const n = checkObject(fn, 'config.norm', c.norm, NORM_KEYS);
+    normType = optEnum(fn, 'config.norm.type', n.type, ['layer', 'rms'] as const) ?? 'layer';
+    if (normType === 'rms' && n.bias !== undefined) throw rangeError(fn, "config.norm.bias is not used by type 'rms' (RMSNorm has none), received a bias");
+  }
+  const eps = c.eps === undefined && normType === 'rms' ? 1e-6 : checkEps(fn, 'config.eps', c.eps);
   const weightViews: Array<[string, Float32Array]> = [];
+  const decoderSettings: DecoderSettings = {};
+  if (c.rope !== undefined) {
+    const r = checkObject(fn, 'config.rope', c.rope, ROPE_KEYS);
+    decoderSettings.rope = {
+      theta: optFiniteNumber(fn, 'config.rope.theta', r.theta),
+      rotaryDim: optPositiveInteger(fn, 'config.rope.rotaryDim', r.rotaryDim),
+      interleaved: optBoolean(fn, 'config.rope.interleaved', r.interleaved, false),
+    };
+  }
+  if (c.softcap !== undefined) decoderSettings.softcap = optFiniteNumber(fn, 'config.softcap', c.softcap);
+  if (c.window !== undefined) {
+    const wn = checkObject(fn, 'config.window', c.window, ['left', 'right']);
+    decoderSettings.window = {
+      left: optNonNegativeInteger(fn, 'config.window.left', wn.left),
+      right: optNonNegativeInteger(fn, 'config.window.right', wn.right),
+    };
+  }
+  if (c.sinks !== undefined) {
+    const sinks = checkFloat32Array(fn, 'config.sinks', c.sinks);
+    if (sinks.length !== heads) throw rangeError(fn, `config.sinks must hold one logit per head (${heads}), received ${sinks.length}`);
+    decoderSettings.sinks = sinks;
+    weightViews.push(['config.sinks', sinks]);
+  }
+  const decoder = grouped || normType === 'rms' || Object.keys(decoderSettings).length > 0;
+
   const w = checkObject(fn, 'config.weights', c.weights, WEIGHT_KEYS);
-  if (w.qkvWeight === undefined) throw rangeError(fn, 'config.weights.qkvWeight ([3·inner, dim]) is required, received undefined');
-  const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [3 * inner, dim], '[3·heads·dimHead, dim]');
+  if (w.qkvWeight === undefined) {
+    throw rangeError(fn, `config.weights.qkvWeight (${grouped ? rowsWhat : '[3·inner, dim]'}) is required, received undefined`);
+  }
+  const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [rows, dim], rowsWhat);
   weightViews.push(['the weight config.weights.qkvWeight', qkv.data]);
   let bqkv: Tensor | undefined;
   if (w.qkvBias !== undefined) {
-    const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [3 * inner], '[3·heads·dimHead]');
+    const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [rows], grouped ? '[(heads + 2·kvHeads)·dimHead]' : '[3·heads·dimHead]');
     bqkv = { data: b.data, shape: b.shape };
     weightViews.push(['the weight config.weights.qkvBias', b.data]);
   }
@@ -121,7 +181,7 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
   let normWeight: Tensor | undefined;
   let normBias: Tensor | undefined;
   if (c.norm !== undefined) {
-    const n = checkObject(fn, 'config.norm', c.norm, NORM_KEYS);
+    const n = c.norm as Record<string, unknown>;
     if (n.weight === undefined) throw rangeError(fn, 'config.norm.weight ([dim]) is required with config.norm, received undefined');
     const nw = shapedTensor(fn, 'config.norm.weight', n.weight, [dim], '[dim]');
     normWeight = { data: nw.data, shape: nw.shape };
@@ -133,18 +193,25 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
     }
   }
   const hasNorm = normWeight !== undefined;
-  const fusedNorm = hasNorm && dim <= LAYER_NORM_MATMUL_MAX_K ? { weight: normWeight, bias: normBias, eps } : undefined;
+  const fusedNorm =
+    hasNorm && normType === 'layer' && dim <= LAYER_NORM_MATMUL_MAX_K ? { weight: normWeight, bias: normBias, eps } : undefined;
   const inPlace: Array<[string, Float32Array | undefined]> = [
     ['config.weights.qkvBias', bqkv?.data],
     ['config.weights.outBias', bo?.data],
     ['config.norm.weight', normWeight?.data],
     ['config.norm.bias', normBias?.data],
+    ['config.sinks', decoderSettings.sinks],
   ];
   return {
     dim,
     heads,
     dimHead,
     innerDim: inner,
+    kvHeads,
+    kvInner,
+    normType,
+    decoder,
+    decoderSettings,
     eps,
     hasNorm,
     projectOut: wo !== undefined,

@@ -26,6 +26,20 @@ import type { MultiHeadSelfAttentionForwardOptions } from './types';
 
 const FORWARD_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out'] as const;
 
+/** x checked as a block's input: [batch, tokens, dim] or [tokens, dim] with the block's dim. */
+export function checkBlockInput(fn: string, w: BlockWeights, x: TensorLike) {
+  const tx = checkTensor(fn, 'x', x);
+  const rank = tx.shape.length;
+  if (rank !== 2 && rank !== 3) {
+    throw rangeError(fn, `x must be [batch, tokens, dim] or [tokens, dim], received shape ${formatShape(tx.shape)}`);
+  }
+  if (tx.shape[rank - 1] !== w.dim) {
+    throw rangeError(fn, `x.shape[${rank - 1}] (dim) must equal the block's dim = ${w.dim}, received ${tx.shape[rank - 1]}`);
+  }
+  const twoD = rank === 2;
+  return { tx, twoD, batch: twoD ? 1 : tx.shape[0], tokens: tx.shape[rank - 2] };
+}
+
 /** A checked forward call: x as [batch, tokens, dim], its output, and attention's options. */
 export interface PreparedForward {
   x: Tensor;
@@ -55,17 +69,7 @@ export function prepareForward(
   mode: 'sync' | 'async',
 ): PreparedForward {
   const opts = checkOptions<MultiHeadSelfAttentionForwardOptions>(fn, options, FORWARD_KEYS);
-  const tx = checkTensor(fn, 'x', x);
-  const rank = tx.shape.length;
-  if (rank !== 2 && rank !== 3) {
-    throw rangeError(fn, `x must be [batch, tokens, dim] or [tokens, dim], received shape ${formatShape(tx.shape)}`);
-  }
-  if (tx.shape[rank - 1] !== w.dim) {
-    throw rangeError(fn, `x.shape[${rank - 1}] (dim) must equal the block's dim = ${w.dim}, received ${tx.shape[rank - 1]}`);
-  }
-  const twoD = rank === 2;
-  const batch = twoD ? 1 : tx.shape[0];
-  const tokens = tx.shape[rank - 2];
+  const { tx, twoD, batch, tokens } = checkBlockInput(fn, w, x);
   const causal = optBoolean(fn, 'options.causal', opts.causal, false);
   const returnWeights = optBoolean(fn, 'options.returnWeights', opts.returnWeights, false);
   let mask: CheckedTensor | undefined;

@@ -11,6 +11,7 @@ import { native, type NativeCallback } from '../native';
 import { runAsync, type NamedBuffer } from '../queue';
 import { isDetached, type Tensor, type TensorLike } from '../tensor';
 import { CLASS, checkConfig, type BlockWeights } from './config';
+import { decoderForward, decoderForwardAsync, hasCache } from './decoder';
 import { prepareForward } from './forward-args';
 import { acquireWorkspace, cachedStages, dropCallerBuffers, newStages, ownDescriptors, releaseWorkspace, type Workspace } from './plan';
 import type {
@@ -73,6 +74,8 @@ export class MultiHeadSelfAttention {
   readonly dim: number;
   /** Number of heads. */
   readonly heads: number;
+  /** Number of key/value heads (fewer than heads under grouped-query attention). */
+  readonly kvHeads: number;
   /** Width of one head. */
   readonly dimHead: number;
   /** heads · dimHead: the width of q, k and v. */
@@ -112,6 +115,7 @@ export class MultiHeadSelfAttention {
     const w = checkConfig(CLASS, config);
     this.dim = w.dim;
     this.heads = w.heads;
+    this.kvHeads = w.kvHeads;
     this.dimHead = w.dimHead;
     this.innerDim = w.innerDim;
     this.eps = w.eps;
@@ -173,6 +177,13 @@ export class MultiHeadSelfAttention {
   forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights;
   forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights {
     const fn = `${CLASS}.forward`;
+    if (this.weights.decoder || hasCache(options)) {
+      try {
+        return decoderForward(fn, this.weights, x, options);
+      } catch (e) {
+        throw rename(e, fn);
+      }
+    }
     const p = prepareForward(fn, this.weights, this.pool, x, options, 'sync');
     const ws = acquireWorkspace(this.pool, this.weights, p.rows);
     try {
@@ -215,6 +226,13 @@ export class MultiHeadSelfAttention {
     options?: MultiHeadSelfAttentionForwardOptions,
   ): Promise<Tensor | MultiHeadSelfAttentionWithWeights> {
     const fn = `${CLASS}.forwardAsync`;
+    if (this.weights.decoder || hasCache(options)) {
+      try {
+        return await decoderForwardAsync(fn, this.weights, x, options);
+      } catch (e) {
+        throw rename(e, fn);
+      }
+    }
     const p = prepareForward(fn, this.weights, this.pool, x, options, 'async'); // throws inside the async function: a rejection
     const ws = acquireWorkspace(this.pool, this.weights, p.rows);
     try {
@@ -264,7 +282,8 @@ export class MultiHeadSelfAttention {
 
   /** A short description, e.g. `MultiHeadSelfAttention(dim=768, heads=12, dimHead=64, norm, out)`. */
   toString(): string {
-    return `${CLASS}(dim=${this.dim}, heads=${this.heads}, dimHead=${this.dimHead}` +
+    const kv = this.kvHeads !== this.heads ? `, kvHeads=${this.kvHeads}` : '';
+    return `${CLASS}(dim=${this.dim}, heads=${this.heads}${kv}, dimHead=${this.dimHead}` +
       `${this.hasNorm ? ', norm' : ''}${this.projectOut ? ', out' : ''})`;
   }
 }

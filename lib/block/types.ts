@@ -2,13 +2,18 @@
  * The public types of {@link MultiHeadSelfAttention}: its config and weights,
  * forward options and result, and fromTorch's options and state dict.
  */
+import type { AttentionWindow } from '../attention';
+import type { KVCache } from '../kv-cache';
 import type { Tensor, TensorLike } from '../tensor';
 
 /** Weights of a {@link MultiHeadSelfAttention}, in PyTorch's `nn.Linear` layout [out, in]. */
 export interface MultiHeadSelfAttentionWeights {
-  /** The fused Q, K, V projection [3·inner, dim]: rows [0, inner) make q, then k, then v. */
+  /**
+   * The fused Q, K, V projection [3·inner, dim]: rows [0, inner) make q, then k, then v.
+   * With kvHeads < heads, [(heads + 2·kvHeads)·dimHead, dim]: q's heads·dimHead rows, then k's and v's kvHeads·dimHead each.
+   */
   qkvWeight: TensorLike;
-  /** Its bias [3·inner]. Default none. */
+  /** Its bias ([3·inner], or as many as qkvWeight's rows). Default none. */
   qkvBias?: TensorLike;
   /** The output projection [dim, inner]. Required unless heads = 1 and dimHead = dim. */
   outWeight?: TensorLike;
@@ -29,10 +34,23 @@ export interface MultiHeadSelfAttentionConfig {
    * the biases are kept by reference.
    */
   weights: MultiHeadSelfAttentionWeights;
-  /** A LayerNorm over dim applied to the input first (vit-pytorch's `Attention.norm`): weight [dim], optional bias [dim]. */
-  norm?: { weight: TensorLike; bias?: TensorLike };
-  /** The LayerNorm's epsilon. Default 1e-5. */
+  /**
+   * A norm over dim applied to the input first: a LayerNorm (vit-pytorch's `Attention.norm`; `type: 'layer'`,
+   * the default) with weight [dim] and optional bias [dim], or LLaMA's RMSNorm (`type: 'rms'`), weight only.
+   */
+  norm?: { type?: 'layer' | 'rms'; weight: TensorLike; bias?: TensorLike };
+  /** The norm's epsilon. Default 1e-5 (a LayerNorm's), 1e-6 for RMSNorm. */
   eps?: number;
+  /** Key/value heads (grouped-query attention: LLaMA 3, Mistral, Qwen); heads must be a multiple. Default heads. */
+  kvHeads?: number;
+  /** Rotary position embedding of q and k after the projection (see {@link rope}); positions continue a cache's. */
+  rope?: { theta?: number; rotaryDim?: number; interleaved?: boolean };
+  /** Attention's softcap (Gemma 2). */
+  softcap?: number;
+  /** Attention's sliding window (Mistral, Gemma). */
+  window?: AttentionWindow;
+  /** Attention's sink logits, one per head (gpt-oss). */
+  sinks?: Float32Array;
 }
 
 /** Options of {@link MultiHeadSelfAttention.forward} and {@link MultiHeadSelfAttention.forwardAsync}. */
@@ -58,6 +76,14 @@ export interface MultiHeadSelfAttentionForwardOptions {
   returnWeights?: boolean;
   /** Where to write the output (x's shape); must share no memory with x, the weights or the masks. */
   out?: Tensor;
+  /**
+   * A KV cache for this block's kvHeads and dimHead: x's tokens are projected, rotated (with `rope`)
+   * at positions from `cache.length` on, appended to the cache, and attend over the whole cache: a
+   * prefill with many tokens, then decode steps with one. The mask, if any, then broadcasts to
+   * [batch, heads, tokens, cache.length + tokens]; returnWeights is not available. One call at a
+   * time per cache.
+   */
+  cache?: KVCache;
 }
 
 /** The result of a forward pass with `returnWeights: true`. */
@@ -78,6 +104,11 @@ export interface MultiHeadSelfAttentionFromTorchOptions {
   prefix?: string;
   /** The LayerNorm's epsilon (when the state dict has `norm.weight`). Default 1e-5. */
   eps?: number;
+  /** Rotary position embedding, as the config's `rope`. */
+  rope?: { theta?: number; rotaryDim?: number; interleaved?: boolean };
+  /** Attention's softcap and sliding window, as the config's. */
+  softcap?: number;
+  window?: AttentionWindow;
 }
 
 /** A state dict: parameter name → tensor, as `torch.nn.Module.state_dict()` or {@link loadSafetensors} gives (an object or a Map). */

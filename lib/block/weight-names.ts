@@ -10,7 +10,7 @@ import { checkExactShape, checkTensor, type CheckedTensor, type Tensor } from '.
 import { checkEps, checkOptions, isRecordLike, positiveInteger } from '../validate';
 import type { MultiHeadSelfAttentionConfig, MultiHeadSelfAttentionFromTorchOptions, StateDict } from './types';
 
-const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps'] as const;
+const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps', 'rope', 'softcap', 'window'] as const;
 
 /** Hugging Face's names of the separate q, k and v projections (each with .weight, optional .bias). */
 const HF_TRIPLES = [
@@ -97,6 +97,7 @@ export function configFromStateDict(
   let qkvBias: Tensor | undefined;
   let qkvName: string;
   let outNames: string[];
+  let kvRows: number | undefined;
   let outRequired: boolean;
   let norm: { weight: Tensor; bias?: Tensor } | undefined;
 
@@ -118,12 +119,17 @@ export function configFromStateDict(
       qkvName = names[0];
       const parts = names.map((n) => need(n, 'a [inner, dim] projection weight'));
       const [inner, dim] = matrix(names[0], parts[0]);
-      parts.forEach((t, i) => expectShape(names[i], t, [inner, dim], `${key(names[0])}'s shape`));
-      const fused = new Float32Array(3 * inner * dim);
-      parts.forEach((t, i) => fused.set(t.data, i * inner * dim));
-      qkvWeight = { data: fused, shape: [3 * inner, dim] };
+      // Hugging Face's k and v may be narrower than q (grouped-query attention: kvHeads < heads).
+      kvRows = scheme === 'hf' ? matrix(names[1], parts[1])[0] : inner;
+      expectShape(names[1], parts[1], [kvRows, dim], `[kvHeads·dimHead, dim]`);
+      expectShape(names[2], parts[2], [kvRows, dim], `${key(names[1])}'s shape`);
+      const fused = new Float32Array((inner + 2 * kvRows) * dim);
+      fused.set(parts[0].data, 0);
+      fused.set(parts[1].data, inner * dim);
+      fused.set(parts[2].data, (inner + kvRows) * dim);
+      qkvWeight = { data: fused, shape: [inner + 2 * kvRows, dim] };
     }
-    const inner = qkvWeight.shape[0] / 3;
+    const inner = kvRows === undefined ? qkvWeight.shape[0] / 3 : qkvWeight.shape[0] - 2 * kvRows;
     if (scheme === 'torch') {
       const b = get('in_proj_bias');
       if (b) {
@@ -136,13 +142,14 @@ export function configFromStateDict(
       const biasNames = triples[0].map((n) => `${n}.bias`);
       const biases = biasNames.map((n) => get(n));
       if (biases.some((b) => b)) {
-        const fused = new Float32Array(3 * inner);
+        const widths = [inner, kvRows ?? inner, kvRows ?? inner];
+        const fused = new Float32Array(widths[0] + widths[1] + widths[2]);
         biases.forEach((b, i) => {
           if (!b) return; // absent: zeros
-          expectShape(biasNames[i], b, [inner], '[inner]');
-          fused.set(b.data, i * inner);
+          expectShape(biasNames[i], b, [widths[i]], i === 0 ? '[inner]' : '[kvHeads·dimHead]');
+          fused.set(b.data, i === 0 ? 0 : widths[0] + (i - 1) * widths[1]);
         });
-        qkvBias = { data: fused, shape: [3 * inner] };
+        qkvBias = { data: fused, shape: [fused.length] };
       }
       outNames = ['out_proj', 'o_proj', 'output.dense'];
       outRequired = false;
@@ -171,11 +178,17 @@ export function configFromStateDict(
   }
 
   const [rows, dim] = matrix(qkvName, qkvWeight);
-  const inner = rows / 3;
+  const inner = kvRows === undefined ? rows / 3 : rows - 2 * kvRows;
   if (inner % heads !== 0) {
-    throw rangeError(fn, `options.heads = ${heads} must divide the projection width ${inner} (${key(qkvName)}.shape[0] / 3)`);
+    throw rangeError(fn, `options.heads = ${heads} must divide the projection width ${inner} (${key(qkvName)}.shape[0]${kvRows === undefined ? ' / 3' : ''})`);
   }
   const dimHead = inner / heads;
+  const kvHeads = kvRows === undefined ? heads : kvRows / dimHead;
+  if (!Number.isInteger(kvHeads) || heads % kvHeads !== 0) {
+    throw rangeError(fn, `${key(triples[0][1] + '.weight')}.shape[0] = ${kvRows} must be a whole number of heads of dimHead ${dimHead} dividing heads = ${heads}`);
+  }
+  const sinks = get('sinks');
+  if (sinks) expectShape('sinks', sinks, [heads], '[heads]');
 
   const outFound = outNames.filter((n) => has(`${n}.weight`));
   if (outFound.length > 1) {
@@ -212,6 +225,11 @@ export function configFromStateDict(
     weights: { qkvWeight, qkvBias, outWeight, outBias },
     norm,
     eps,
+    ...(kvHeads !== heads ? { kvHeads } : {}),
+    ...(opts.rope !== undefined ? { rope: opts.rope } : {}),
+    ...(opts.softcap !== undefined ? { softcap: opts.softcap } : {}),
+    ...(opts.window !== undefined ? { window: opts.window } : {}),
+    ...(sinks ? { sinks: sinks.data } : {}),
   };
 }
 

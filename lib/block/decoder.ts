@@ -1,0 +1,211 @@
+/**
+ * MultiHeadSelfAttention's decoder path: grouped heads, RoPE, RMSNorm,
+ * attention's generation options and a KV cache, composed from the public
+ * ops one call each (a decode step is a handful of memory-bound calls, so
+ * one native.sequence would save little):
+ *
+ *   y = norm(x) → qkv = y·Wqkvᵀ (+ b) → q, k, v copied apart → rope(q), rope(k)
+ *   at the cache's positions → cache.append(k, v) → attention(q, cache) → o·Woᵀ (+ bo)
+ *
+ * Everything is checked before the first op runs, the cache's room included,
+ * so a call that throws leaves the cache as it was.
+ */
+import { attention, attentionAsync, type AttentionOptions } from '../attention';
+import { broadcastsTo } from '../broadcast';
+import { formatShape, rangeError, typeError } from '../errors';
+import { KVCache } from '../kv-cache';
+import { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync } from '../layernorm';
+import { matmul, matmulAsync } from '../matmul';
+import { rope, ropeAsync } from '../rope';
+import {
+  checkKeyPaddingMask,
+  checkNoAlias,
+  checkTensor,
+  resultTensor,
+  type StridedTensor,
+  type Tensor,
+  type TensorLike,
+} from '../tensor';
+import { checkOptions, optBoolean } from '../validate';
+import type { BlockWeights } from './config';
+import { checkBlockInput } from './forward-args';
+import type { MultiHeadSelfAttentionForwardOptions } from './types';
+
+const DECODER_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out', 'cache'] as const;
+
+/** Whether a forward call carries a cache (and so takes the decoder path whatever the block). */
+export function hasCache(options: unknown): boolean {
+  return typeof options === 'object' && options !== null && (options as { cache?: unknown }).cache !== undefined;
+}
+
+/** A cache view [batch, kvHeads, length, dim] seen as 'bshd' [batch, length, kvHeads, dim]: the same elements. */
+function asBshd(view: StridedTensor): StridedTensor {
+  const [b, h, l, d] = view.shape;
+  const [sb, sh, sl] = view.strides;
+  return { data: view.data, shape: [b, l, h, d], strides: [sb, sl, sh, 1] };
+}
+
+/** Copies columns [from, from + width) of every row of x [rows, cols] into a new [rows, width] array. */
+function columns(x: Float32Array, rows: number, cols: number, from: number, width: number): Float32Array {
+  const y = new Float32Array(rows * width);
+  for (let r = 0; r < rows; r++) y.set(x.subarray(r * cols + from, r * cols + from + width), r * width);
+  return y;
+}
+
+interface DecoderPlan {
+  x: Tensor;
+  batch: number;
+  tokens: number;
+  out: { data: Float32Array; result: Tensor };
+  cache?: KVCache;
+  causal: boolean;
+  attnOptions: AttentionOptions;
+  /** The first token's position: the cache's length, or 0. */
+  offset: number;
+}
+
+function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadSelfAttentionForwardOptions | undefined): DecoderPlan {
+  const opts = checkOptions<MultiHeadSelfAttentionForwardOptions>(fn, options, DECODER_KEYS);
+  const { tx, twoD, batch, tokens } = checkBlockInput(fn, w, x);
+  const causal = optBoolean(fn, 'options.causal', opts.causal, false);
+  if (optBoolean(fn, 'options.returnWeights', opts.returnWeights, false)) {
+    throw rangeError(fn, 'options.returnWeights is not available with a cache, grouped heads, RoPE or RMSNorm, received true');
+  }
+  let cache: KVCache | undefined;
+  if (opts.cache !== undefined) {
+    if (!(opts.cache instanceof KVCache)) throw typeError(fn, 'options.cache', 'a KVCache', opts.cache);
+    cache = opts.cache;
+    const want = [batch, w.kvHeads, w.dimHead, w.dimHead];
+    const got = [cache.batch, cache.kvHeads, cache.headDim, cache.valueDim];
+    if (want.some((d, i) => d !== got[i])) {
+      throw rangeError(
+        fn,
+        `options.cache must have batch, kvHeads, headDim, valueDim = ${want.join(', ')} (x's batch and the block's heads), ` +
+          `received ${got.join(', ')}`,
+      );
+    }
+    if (cache.length + tokens > cache.maxLength) {
+      throw rangeError(fn, `options.cache holds ${cache.length} of ${cache.maxLength} positions: no room for ${tokens} more`);
+    }
+  }
+  const keys = (cache ? cache.length : 0) + tokens;
+  const { softcap, window, sinks } = w.decoderSettings;
+  const attnOptions: AttentionOptions = { layout: 'bshd', causal };
+  if (softcap !== undefined) attnOptions.softcap = softcap;
+  if (window !== undefined) attnOptions.window = window;
+  if (sinks !== undefined) attnOptions.sinks = sinks;
+  if (opts.mask !== undefined) {
+    const full = [batch, w.heads, tokens, keys];
+    const mask = checkTensor(fn, 'options.mask', opts.mask);
+    if (!broadcastsTo(mask.shape, full)) {
+      throw rangeError(fn, `options.mask.shape ${formatShape(mask.shape)} must broadcast to [batch, heads, tokens, keys] = ${formatShape(full)}`);
+    }
+    attnOptions.mask = mask;
+  }
+  const pad = checkKeyPaddingMask(fn, opts.keyPaddingMask, batch, keys, cache ? 'seqKV' : 'tokens', twoD);
+  if (pad) attnOptions.keyPaddingMask = pad;
+  const out = resultTensor(fn, opts.out, tx.shape);
+  checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
+  for (const [name, data] of w.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
+  return {
+    x: { data: tx.data, shape: [batch, tokens, w.dim] },
+    batch,
+    tokens,
+    out,
+    cache,
+    causal,
+    attnOptions,
+    offset: cache ? cache.length : 0,
+  };
+}
+
+/** The steps between the projection and attention, on plain JS arrays: q, k, v apart, and where k and v are read. */
+function splitAndStore(w: BlockWeights, p: DecoderPlan, qkv: Float32Array) {
+  const rows = p.batch * p.tokens, width = w.innerDim + 2 * w.kvInner;
+  const q = columns(qkv, rows, width, 0, w.innerDim);
+  const k = columns(qkv, rows, width, w.innerDim, w.kvInner);
+  const v = columns(qkv, rows, width, w.innerDim + w.kvInner, w.kvInner);
+  const kvShape = [p.batch, p.tokens, w.kvHeads * w.dimHead];
+  return {
+    q: { data: q, shape: [p.batch, p.tokens, w.innerDim] } as Tensor,
+    k: { data: k, shape: kvShape } as Tensor,
+    v: { data: v, shape: kvShape } as Tensor,
+  };
+}
+
+function ropeOptions(w: BlockWeights, heads: number, offset: number, out: Tensor) {
+  const r = w.decoderSettings.rope!;
+  return { heads, offset, out, ...(r.theta !== undefined ? { theta: r.theta } : {}), ...(r.rotaryDim !== undefined ? { rotaryDim: r.rotaryDim } : {}), interleaved: r.interleaved ?? false };
+}
+
+/** Appends k and v to the cache (if any) and returns what attention reads as k and v, 'bshd'. */
+function keysAndValues(w: BlockWeights, p: DecoderPlan, k: Tensor, v: Tensor): [Tensor | StridedTensor, Tensor | StridedTensor] {
+  if (!p.cache) {
+    const shape = [p.batch, p.tokens, w.kvHeads, w.dimHead];
+    return [{ data: k.data, shape }, { data: v.data, shape }];
+  }
+  p.cache.append(k, v);
+  return [asBshd(p.cache.keys), asBshd(p.cache.values)];
+}
+
+function outputs(w: BlockWeights, p: DecoderPlan) {
+  const rows = p.batch * p.tokens;
+  const o: Tensor = w.projectOut
+    ? { data: new Float32Array(rows * w.innerDim), shape: [p.batch, p.tokens, w.heads, w.dimHead] }
+    : { data: p.out.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] };
+  return { o, o2: { data: o.data, shape: [rows, w.innerDim] }, out2: { data: p.out.data, shape: [rows, w.dim] } };
+}
+
+function normOptions(w: BlockWeights, out: Tensor) {
+  return w.normType === 'rms'
+    ? { weight: w.normWeight, eps: w.eps, out }
+    : { weight: w.normWeight, ...(w.normBias ? { bias: w.normBias } : {}), eps: w.eps, out };
+}
+
+/** The decoder path of forward. */
+export function decoderForward(fn: string, w: BlockWeights, x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor {
+  const p = prepare(fn, w, x, options);
+  const rows = p.batch * p.tokens;
+  let y = p.x;
+  if (w.hasNorm) {
+    y = { data: new Float32Array(rows * w.dim), shape: p.x.shape };
+    (w.normType === 'rms' ? rmsNorm : layerNorm)(p.x, normOptions(w, y));
+  }
+  const qkv = matmul({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
+  const { q, k, v } = splitAndStore(w, p, qkv.data);
+  if (w.decoderSettings.rope) {
+    rope(q, ropeOptions(w, w.heads, p.offset, q));
+    rope(k, ropeOptions(w, w.kvHeads, p.offset, k));
+  }
+  const [keys, values] = keysAndValues(w, p, k, v);
+  const { o, o2, out2 } = outputs(w, p);
+  attention({ data: q.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] }, keys, values, { ...p.attnOptions, out: o });
+  if (w.projectOut) matmul(o2, w.packedOut!, { c: w.bo, out: out2 });
+  return p.out.result;
+}
+
+/** {@link decoderForward} with each op off the JS thread. */
+export async function decoderForwardAsync(
+  fn: string,
+  w: BlockWeights,
+  x: TensorLike,
+  options?: MultiHeadSelfAttentionForwardOptions,
+): Promise<Tensor> {
+  const p = prepare(fn, w, x, options);
+  const rows = p.batch * p.tokens;
+  let y = p.x;
+  if (w.hasNorm) {
+    y = { data: new Float32Array(rows * w.dim), shape: p.x.shape };
+    await (w.normType === 'rms' ? rmsNormAsync : layerNormAsync)(p.x, normOptions(w, y));
+  }
+  const qkv = await matmulAsync({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
+  const { q, k, v } = splitAndStore(w, p, qkv.data);
+  if (w.decoderSettings.rope) {
+    await Promise.all([ropeAsync(q, ropeOptions(w, w.heads, p.offset, q)), ropeAsync(k, ropeOptions(w, w.kvHeads, p.offset, k))]);
+  }
+  const [keys, values] = keysAndValues(w, p, k, v);
+  const { o, o2, out2 } = outputs(w, p);
+  await attentionAsync({ data: q.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] }, keys, values, { ...p.attnOptions, out: o });
+  if (w.projectOut) await matmulAsync(o2, w.packedOut!, { c: w.bo, out: out2 });
+  return p.out.result;
+}
