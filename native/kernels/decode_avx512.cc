@@ -14,10 +14,12 @@ namespace mhsa {
 
 namespace {
 
-constexpr int64_t kPrefetchRows = 24;  // as the portable kernels' kDecodePrefetchRows
+// Rows ahead that each pass requests into L2 (docs/design/attention-tiles.md, the decode path):
+// a multiple of the 16- and 32-key blocks.
+constexpr int64_t kPrefetchRows = 64;
 
 inline void prefetchFloats(const float* r, int64_t floats) {
-  for (int64_t o = 0; o < floats; o += 16) _mm_prefetch(reinterpret_cast<const char*>(r + o), _MM_HINT_T0);
+  for (int64_t o = 0; o < floats; o += 16) _mm_prefetch(reinterpret_cast<const char*>(r + o), _MM_HINT_T1);
 }
 
 // Where laneSums16's adds leave key i's sum: lane (i % 4) * 4 + i / 4.
@@ -57,14 +59,20 @@ namespace {
 // One query's scores with keys [0, Keys) of rows (Keys <= 16), a compile-time
 // count so that the 16 accumulators stay in registers.
 template <int Keys>
-inline __m512 scoresBlock(const float* qu, const float* rows, int64_t kStride, int64_t whole, __mmask16 tail) {
+inline __m512 scoresBlock(const float* qu, const float* rows, int64_t kStride, int64_t whole, __mmask16 tail,
+                          const float* ahead) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t e = 0; e < whole; e += 16) {
     const __m512 qv = _mm512_loadu_ps(qu + e);
 #pragma GCC unroll 16
-    for (int r = 0; r < Keys; ++r) acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rows + r * kStride + e), acc[r]);
+    for (int r = 0; r < Keys; ++r) {
+      // The same line of the row kPrefetchRows on, one request per line read: spread among
+      // the loads, not a burst that fills the miss buffers.
+      if (ahead) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * kStride + e), _MM_HINT_T1);
+      acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rows + r * kStride + e), acc[r]);
+    }
   }
   if (tail) {
     const __m512 qv = _mm512_maskz_loadu_ps(tail, qu + whole);
@@ -80,12 +88,12 @@ inline __m512 scoresTail(int keys, const float* qu, const float* rows, int64_t k
                          __mmask16 tail) {
   switch (keys) {
 #define MHSA_DECODE_TAIL(K) \
-  case K: return scoresBlock<K>(qu, rows, kStride, whole, tail);
+  case K: return scoresBlock<K>(qu, rows, kStride, whole, tail, nullptr);
     MHSA_DECODE_TAIL(1) MHSA_DECODE_TAIL(2) MHSA_DECODE_TAIL(3) MHSA_DECODE_TAIL(4) MHSA_DECODE_TAIL(5)
     MHSA_DECODE_TAIL(6) MHSA_DECODE_TAIL(7) MHSA_DECODE_TAIL(8) MHSA_DECODE_TAIL(9) MHSA_DECODE_TAIL(10)
     MHSA_DECODE_TAIL(11) MHSA_DECODE_TAIL(12) MHSA_DECODE_TAIL(13) MHSA_DECODE_TAIL(14) MHSA_DECODE_TAIL(15)
 #undef MHSA_DECODE_TAIL
-    default: return scoresBlock<16>(qu, rows, kStride, whole, tail);
+    default: return scoresBlock<16>(qu, rows, kStride, whole, tail, nullptr);
   }
 }
 
@@ -98,12 +106,15 @@ void decodeScoresAvx512(const float* q, int64_t queries, int64_t d, const float*
   const int64_t whole = d / 16 * 16;
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int keys = n - j0 < 16 ? static_cast<int>(n - j0) : 16;
-    for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j)
-      prefetchFloats(k + j * kStride, d);
     const float* rows = k + j0 * kStride;
+    // The first query's pass over a whole block also requests the block kPrefetchRows ahead.
+    const bool fetch = keys == 16 && j0 + kPrefetchRows + 16 <= n;
+    if (!fetch)
+      for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j) prefetchFloats(k + j * kStride, d);
     for (int64_t u = 0; u < queries; ++u) {
       const float* qu = q + u * d;
-      const __m512 sums = keys == 16 ? scoresBlock<16>(qu, rows, kStride, whole, tail)
+      const float* ahead = fetch && u == 0 ? rows + kPrefetchRows * kStride : nullptr;
+      const __m512 sums = keys == 16 ? scoresBlock<16>(qu, rows, kStride, whole, tail, ahead)
                                      : scoresTail(keys, qu, rows, kStride, whole, tail);
       _mm512_mask_storeu_ps(s + u * n + j0, lowLanes(keys), _mm512_mul_ps(vscale, sums));
     }
@@ -121,9 +132,12 @@ void decodeAccumulateAvx512(const float* p, int64_t queries, int64_t n, const fl
   constexpr int64_t kAccumulateKeys = 32;
   for (int64_t j0 = 0; j0 < n; j0 += kAccumulateKeys) {
     const int64_t keys = n - j0 < kAccumulateKeys ? n - j0 : kAccumulateKeys;
-    for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j)
-      prefetchFloats(v + j * vStride, dv);
     const float* rows = v + j0 * vStride;
+    // As in decodeScoresAvx512: the rows kPrefetchRows on are requested line by line among the
+    // first query's loads (a whole block ahead), or all at once near the end.
+    const bool fetch = j0 + kPrefetchRows + keys <= n;
+    if (!fetch)
+      for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j) prefetchFloats(v + j * vStride, dv);
     for (int64_t u = 0; u < queries; ++u) {
       const float* w = p + u * n + j0;
       float* a = acc + u * accStride;
@@ -135,6 +149,9 @@ void decodeAccumulateAvx512(const float* p, int64_t queries, int64_t n, const fl
           t[i] = _mm512_maskz_loadu_ps(m[i], a + e0 + 16 * i);
         }
         for (int64_t j = 0; j < keys; ++j) {
+          if (fetch && u == 0)
+            for (int i = 0; i < 4 && e0 + 16 * i < dv; ++i)
+              _mm_prefetch(reinterpret_cast<const char*>(rows + (j + kPrefetchRows) * vStride + e0 + 16 * i), _MM_HINT_T1);
           if (w[j] == 0.0f) continue;  // a blocked key's row is not read (it may hold anything)
           const __m512 vw = _mm512_set1_ps(w[j]);
           const float* row = rows + j * vStride + e0;
