@@ -37,7 +37,7 @@ Status checkStridedLength(int t, const Shape& s, const int64_t* strides, int64_t
     return Status::rangeError(std::string("attention: ") + name + ".shape " + shapeToString(s) + " is too large");
   int64_t last = count == 0 ? -1 : s[3] - 1;
   for (int a = 0; a < 3 && count > 0; ++a) last = addSat(last, mulSat(s[a] - 1, strides[a]));
-  const int64_t span = last + 1;
+  const int64_t span = last >= kMaxElements ? kMaxElements : last + 1;  // last may have saturated
   if (span >= kMaxElements || length != span)
     return Status::rangeError(std::string("attention: ") + name + ".length must be " +
                               (span >= kMaxElements ? std::string("below 2^32") : std::to_string(span)) +
