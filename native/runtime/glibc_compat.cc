@@ -54,6 +54,10 @@ MHSA_BASELINE_WRAPPER(pthread_rwlock_unlock)
 // glibc 2.29 gave pow (libm) a new default version that drops the old SVID
 // error handling; both return the same values, and rope's frequencies use it.
 MHSA_BASELINE_WRAPPER(pow)
+// The same release did so for exp and exp2: attention's sink term and the
+// decode path's sink use them in double.
+MHSA_BASELINE_WRAPPER(exp)
+MHSA_BASELINE_WRAPPER(exp2)
 
 extern "C" {
 
