@@ -117,10 +117,6 @@ struct KernelTable {
   // (Gemma 2), to a few ulp of the scores' scale; NaN stays NaN, ±inf gives ±cap.
   void (*softcap)(float* x, int64_t n, float cap);
 
-  // sum_i a[i] * b[i], and y[i] += a * x[i], over n contiguous floats.
-  float (*dot)(const float* a, const float* b, int64_t n);
-  void (*axpy)(float a, const float* x, float* y, int64_t n);
-
   // Attention's decode path, for `queries` query rows (q[u * d ...]) that
   // share one K and V (the query heads of a group): each row of K and of V
   // is read once for all of them, and the row kDecodePrefetchRows ahead is
