@@ -3,7 +3,7 @@
  * seeded generator, so every implementation sees the same numbers and a run
  * can be replayed.
  */
-import type { AttentionProblem, BlockProblem, GemmProblem, Problem, SoftmaxProblem } from './workloads';
+import { decoderRows, type AttentionProblem, type BlockProblem, type DecoderProblem, type GemmProblem, type Problem, type SoftmaxProblem } from './workloads';
 
 export interface GemmInputs {
   kind: 'gemm';
@@ -43,7 +43,22 @@ export interface BlockInputs {
   bo: Float32Array;
 }
 
-export type Inputs = GemmInputs | SoftmaxInputs | AttentionInputs | BlockInputs;
+export interface DecoderInputs {
+  kind: 'decoder';
+  /** [B, 1, dim] */
+  x: Float32Array;
+  /** RMSNorm weight [dim]. */
+  gamma: Float32Array;
+  /** Fused QKV weight [(heads + 2·kvHeads)·dimHead, dim]: q rows, then k, then v. */
+  wqkv: Float32Array;
+  /** Output projection [dim, heads·dimHead]. */
+  wo: Float32Array;
+  /** The cache's keys (already rotated) and values, [B, kvHeads, past, dimHead] each. */
+  pastK: Float32Array;
+  pastV: Float32Array;
+}
+
+export type Inputs = GemmInputs | SoftmaxInputs | AttentionInputs | BlockInputs | DecoderInputs;
 
 /** Inputs matching a problem's kind. */
 export type InputsFor<P extends Problem> = P extends GemmProblem
@@ -54,7 +69,9 @@ export type InputsFor<P extends Problem> = P extends GemmProblem
       ? AttentionInputs
       : P extends BlockProblem
         ? BlockInputs
-        : never;
+        : P extends DecoderProblem
+          ? DecoderInputs
+          : never;
 
 /** mulberry32: a small, fast, seedable generator of uniform [0, 1) numbers. */
 export function rng(seed: number): () => number {
@@ -113,6 +130,20 @@ export function makeInputs(p: Problem, seedText: string): Inputs {
         wqkv: uniform(3 * inner * p.dim, r, -1 / Math.sqrt(p.dim), 1 / Math.sqrt(p.dim)),
         wo: uniform(p.dim * inner, r, -1 / Math.sqrt(inner), 1 / Math.sqrt(inner)),
         bo: uniform(p.dim, r, -1 / Math.sqrt(inner), 1 / Math.sqrt(inner)),
+      };
+    }
+    case 'decoder': {
+      const inner = p.heads * p.dimHead;
+      const cache = p.B * p.kvHeads * p.past * p.dimHead;
+      return {
+        kind: 'decoder',
+        x: uniform(p.B * p.dim, r),
+        gamma: uniform(p.dim, r, 0.5, 1.5),
+        wqkv: uniform(decoderRows(p) * p.dim, r, -1 / Math.sqrt(p.dim), 1 / Math.sqrt(p.dim)),
+        wo: uniform(p.dim * inner, r, -1 / Math.sqrt(inner), 1 / Math.sqrt(inner)),
+        // Keys of the size the projections make (|k| ~ 1 per element), so the scores spread.
+        pastK: uniform(cache, r, -2, 2),
+        pastV: uniform(cache, r),
       };
     }
   }

@@ -5,10 +5,10 @@
  * nothing can never pass the check with a previous call's numbers.
  */
 import * as lib from '../../lib';
-import { attention, info, layerNorm, matmul, setNumThreads, softmax, type Tensor } from '../../lib';
+import { attention, info, KVCache, layerNorm, matmul, MultiHeadSelfAttention, setNumThreads, softmax, type Tensor } from '../../lib';
 import type { Inputs } from './data';
 import type { Impl, Prepared } from './peers/types';
-import { outputLength, type AttentionProblem, type Problem } from './workloads';
+import { decoderRows, outputLength, type AttentionProblem, type DecoderProblem, type Problem } from './workloads';
 
 /** A Tensor over data, no copy (the benchmark adapters' inputs and outputs). */
 export function t(data: Float32Array, shape: number[]): Tensor {
@@ -49,6 +49,33 @@ export function newBlock(p: Extract<Problem, { kind: 'block' }>, x: Extract<Inpu
   });
 }
 
+/**
+ * The decoder problem's layer and a cache holding its past: `step()` runs one
+ * decode step (which appends a position) and truncates the cache back, so
+ * every timed step sees the same `past` positions.
+ */
+export function newDecoder(p: DecoderProblem, x: Extract<Inputs, { kind: 'decoder' }>) {
+  const { B, past, dim, heads, kvHeads, dimHead } = p;
+  const layer = new MultiHeadSelfAttention({
+    dim, heads, kvHeads, dimHead, eps: 1e-5,
+    weights: { qkvWeight: t(x.wqkv, [decoderRows(p), dim]), outWeight: t(x.wo, [dim, heads * dimHead]) },
+    norm: { type: 'rms', weight: t(x.gamma, [dim]) },
+    rope: { theta: p.theta },
+  });
+  const cache = new KVCache({ batch: B, kvHeads, headDim: dimHead, maxLength: past + 1 });
+  cache.append(t(x.pastK, [B, kvHeads, past, dimHead]), t(x.pastV, [B, kvHeads, past, dimHead]));
+  const xs = t(x.x, [B, 1, dim]);
+  return (out?: Tensor): Float32Array => {
+    const y = layer.forward(xs, { cache, causal: true, ...(out ? { out } : {}) }).data;
+    cache.truncate(past);
+    return y;
+  };
+}
+
+const DECODER_OPS =
+  "new MultiHeadSelfAttention({ dim, heads, kvHeads, dimHead, weights, norm: { type: 'rms' }, rope }).forward(x, { cache, causal }), " +
+  'then cache.truncate(past) (lib/block/decoder.ts: RMSNorm → packed QKV matmul → RoPE → KVCache.append → attention over the cache views → output matmul)';
+
 const BLOCK_OPS =
   'layerNorm → three matmul(x, W{q,k,v}, { transposeB }) on row slices of the fused Wqkv (no copy) → ' +
   'attention(q, k, v, { heads }) on the packed [B, N, inner] projections → matmul(o, Wo, { transposeB, c: bias })';
@@ -70,6 +97,7 @@ export const mhsaImpl: Impl = {
     softmax: 'softmax(x, { out })',
     attention: "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d])",
     block: BLOCK_OPS,
+    decoder: `${DECODER_OPS}, with { out }`,
   },
   async load() {
     const i = info();
@@ -143,6 +171,11 @@ export const mhsaImpl: Impl = {
           return matmul(o, wo, { transposeB: true, c: bo, out: y }).data;
         },
       };
+    }
+    if (p.kind === 'decoder' && x.kind === 'decoder') {
+      const step = newDecoder(p, x);
+      const y = t(out, [p.B, 1, p.dim]);
+      return { beforeRun, dispose, run: () => step(y) };
     }
     throw new Error(`mhsa: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
   },

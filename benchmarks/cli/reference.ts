@@ -4,9 +4,9 @@
  * A run's output is compared with {@link relativeError}: the normwise relative
  * error ‖y − ref‖₂ / ‖ref‖₂ over the sampled elements.
  */
-import type { AttentionInputs, BlockInputs, GemmInputs, Inputs, SoftmaxInputs } from './data';
+import type { AttentionInputs, BlockInputs, DecoderInputs, GemmInputs, Inputs, SoftmaxInputs } from './data';
 import { rng } from './data';
-import type { AttentionProblem, BlockProblem, GemmProblem, Problem, SoftmaxProblem } from './workloads';
+import { decoderRows, type AttentionProblem, type BlockProblem, type DecoderProblem, type GemmProblem, type Problem, type SoftmaxProblem } from './workloads';
 
 /** Sampled elements of the canonical output and their float64 values. */
 export interface Reference {
@@ -175,6 +175,67 @@ function blockRef(p: BlockProblem, x: BlockInputs, full: boolean, random: () => 
   return { indices: Int32Array.from(idx), values: Float64Array.from(vals), full };
 }
 
+/** Rotate-half RoPE of one head's vector at v[off..off+d) for position pos, in place. */
+function ropeRow(v: Float64Array, off: number, d: number, pos: number, theta: number): void {
+  const half = d / 2;
+  for (let i = 0; i < half; i++) {
+    const angle = pos * Math.pow(theta, (-2 * i) / d);
+    const c = Math.cos(angle), s = Math.sin(angle);
+    const a = v[off + i], b = v[off + i + half];
+    v[off + i] = a * c - b * s;
+    v[off + i + half] = b * c + a * s;
+  }
+}
+
+/**
+ * Batch entry b of a decoder step (see DecoderProblem), in float64 from the
+ * math: writes its dim outputs into y at yOff.
+ */
+export function decoderStep(p: DecoderProblem, x: DecoderInputs, b: number, y: Float64Array | Float32Array, yOff: number): void {
+  const { dim, heads, kvHeads, dimHead, past } = p;
+  const inner = heads * dimHead;
+  const rows = decoderRows(p);
+  let ms = 0;
+  for (let c = 0; c < dim; c++) ms += x.x[b * dim + c] ** 2;
+  const inv = 1 / Math.sqrt(ms / dim + 1e-5);
+  const h = new Float64Array(dim);
+  for (let c = 0; c < dim; c++) h[c] = x.x[b * dim + c] * inv * x.gamma[c];
+  const qkv = new Float64Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let s = 0;
+    for (let c = 0; c < dim; c++) s += x.wqkv[r * dim + c] * h[c];
+    qkv[r] = s;
+  }
+  for (let hd = 0; hd < heads + kvHeads; hd++) ropeRow(qkv, hd * dimHead, dimHead, past, p.theta);
+  const n = past + 1;
+  const o = new Float64Array(inner);
+  for (let g = 0; g < kvHeads; g++) {
+    // This kv head's keys and values: the cache's rows, then the step's own.
+    const k = new Float64Array(n * dimHead);
+    const v = new Float64Array(n * dimHead);
+    const base = (b * kvHeads + g) * past * dimHead;
+    k.set(x.pastK.subarray(base, base + past * dimHead));
+    v.set(x.pastV.subarray(base, base + past * dimHead));
+    k.set(qkv.subarray(inner + g * dimHead, inner + (g + 1) * dimHead), past * dimHead);
+    v.set(qkv.subarray(inner + (kvHeads + g) * dimHead, inner + (kvHeads + g + 1) * dimHead), past * dimHead);
+    for (let hq = (g * heads) / kvHeads; hq < ((g + 1) * heads) / kvHeads; hq++) {
+      attendRow(qkv, hq * dimHead, k, v, 0, dimHead, 0, n - 1, dimHead, 1 / Math.sqrt(dimHead), undefined, o, hq * dimHead);
+    }
+  }
+  for (let r = 0; r < dim; r++) {
+    let s = 0;
+    for (let c = 0; c < inner; c++) s += x.wo[r * inner + c] * o[c];
+    y[yOff + r] = s;
+  }
+}
+
+/** Every output of a decoder step (one token per batch entry: cheap enough in full at any size). */
+function decoderRef(p: DecoderProblem, x: DecoderInputs): Reference {
+  const values = new Float64Array(p.B * p.dim);
+  for (let b = 0; b < p.B; b++) decoderStep(p, x, b, values, b * p.dim);
+  return { indices: Int32Array.from(range(p.B * p.dim)), values, full: true };
+}
+
 /** The float64 reference of a problem on a sample (or all) of its output elements. */
 export function buildReference(p: Problem, inputs: Inputs, full: boolean, seed = 12345): Reference {
   const random = rng(seed);
@@ -182,6 +243,7 @@ export function buildReference(p: Problem, inputs: Inputs, full: boolean, seed =
   if (p.kind === 'softmax' && inputs.kind === 'softmax') return softmaxRef(p, inputs, full, random);
   if (p.kind === 'attention' && inputs.kind === 'attention') return attentionRef(p, inputs, full, random);
   if (p.kind === 'block' && inputs.kind === 'block') return blockRef(p, inputs, full, random);
+  if (p.kind === 'decoder' && inputs.kind === 'decoder') return decoderRef(p, inputs);
   throw new Error(`reference: inputs of kind ${inputs.kind} do not match a ${p.kind} problem`);
 }
 

@@ -2,7 +2,8 @@
  * The project's standard benchmark workloads (fp32, row-major, batch-first),
  * from the shared workload list: GEMM (g_*), row softmax (s_*), scaled
  * dot-product attention (a_*, including a causal one and a decode step) and
- * the full ViT self-attention block of seed 004 (m_*).
+ * the full ViT self-attention block of seed 004 (m_*) and a decoder layer's
+ * step against its KV cache.
  *
  * Every workload has its full size (what is timed) and a small size with the
  * same structure (odd, non-round dims) that `--check` verifies element by element.
@@ -60,7 +61,27 @@ export interface BlockProblem {
   dimHead: number;
 }
 
-export type Problem = GemmProblem | SoftmaxProblem | AttentionProblem | BlockProblem;
+/**
+ * One decode step of a LLaMA-style attention layer on x [B, 1, dim] against a
+ * KV cache of `past` positions: RMSNorm(dim) (no bias, eps 1e-5) → x·Wqkvᵀ
+ * (Wqkv [(heads + 2·kvHeads)·dimHead, dim]: q rows, then k, then v) → RoPE
+ * (rotate-half, all of dimHead, base theta) on q and k at position `past` →
+ * k, v appended to the cache → attention over the past + 1 keys (query head h
+ * reads kv head ⌊h·kvHeads/heads⌋) → o·Woᵀ (Wo [dim, heads·dimHead], no bias).
+ * The cache holds already-rotated keys. The output is [B, 1, dim].
+ */
+export interface DecoderProblem {
+  kind: 'decoder';
+  B: number;
+  past: number;
+  dim: number;
+  heads: number;
+  kvHeads: number;
+  dimHead: number;
+  theta: number;
+}
+
+export type Problem = GemmProblem | SoftmaxProblem | AttentionProblem | BlockProblem | DecoderProblem;
 export type ProblemKind = Problem['kind'];
 
 export type Suite = 'quick' | 'full';
@@ -86,6 +107,9 @@ const attn = (
 ): AttentionProblem => ({ kind: 'attention', B, H, Nq, Nkv, d, causal, ...extra });
 const block = (B: number, N: number, dim: number, heads: number, dimHead: number): BlockProblem => ({
   kind: 'block', B, N, dim, heads, dimHead,
+});
+const decoder = (B: number, past: number, dim: number, heads: number, kvHeads: number, dimHead: number): DecoderProblem => ({
+  kind: 'decoder', B, past, dim, heads, kvHeads, dimHead, theta: 500000,
 });
 
 const QUICK: readonly Suite[] = ['quick', 'full'];
@@ -114,6 +138,7 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'a_window', description: 'SDPA B=1 H=8 N=8192 d=64, causal, sliding window 512', problem: attn(1, 8, 8192, 8192, 64, true, { window: 512 }), small: attn(1, 2, 67, 67, 16, true, { window: 9 }), suites: FULL, metric: 'GFLOP/s' },
   { name: 'a_softcap', description: 'SDPA B=1 H=12 N=2048 d=64, softcap 50 (as a_2048)', problem: attn(1, 12, 2048, 2048, 64, false, { softcap: 50 }), small: attn(1, 2, 67, 67, 16, false, { softcap: 5 }), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit1', description: 'seed-004 ViT MHSA block dim=768 heads=12 dim_head=64 tokens=197 batch=1', problem: block(1, 197, 768, 12, 64), small: block(1, 11, 24, 3, 8), suites: QUICK, metric: 'GFLOP/s' },
+  { name: 'm_decode', description: "LLaMA-3-8B's attention layer, one decode step over a 4096-position KV cache (RMSNorm, RoPE, GQA 32/8 heads of 128)", problem: decoder(1, 4096, 4096, 32, 8, 128), small: decoder(2, 37, 40, 6, 2, 16), suites: FULL, metric: 'GB/s' },
   { name: 'm_vit8', description: 'seed-004 ViT MHSA block, batch=8', problem: block(8, 197, 768, 12, 64), small: block(2, 9, 24, 3, 8), suites: FULL, metric: 'GFLOP/s' },
 ];
 
@@ -137,7 +162,16 @@ export function flops(p: Problem): number {
       const sdpa = 4 * p.B * p.heads * p.N * p.N * p.dimHead;
       return 2 * T * p.dim * 3 * inner + sdpa + 2 * T * inner * p.dim;
     }
+    case 'decoder': {
+      const inner = p.heads * p.dimHead;
+      return 2 * p.B * (decoderRows(p) * p.dim + p.dim * inner) + 4 * p.B * p.heads * p.dimHead * (p.past + 1);
+    }
   }
+}
+
+/** Rows of a decoder's fused Wqkv: (heads + 2·kvHeads)·dimHead. */
+export function decoderRows(p: DecoderProblem): number {
+  return (p.heads + 2 * p.kvHeads) * p.dimHead;
 }
 
 /**
@@ -169,6 +203,9 @@ export function bytes(p: Problem): number {
       const inner = p.heads * p.dimHead;
       return 4 * (2 * T * p.dim + 4 * inner * p.dim + 3 * p.dim);
     }
+    case 'decoder':
+      // The weights and the cache, read once; x and y.
+      return 4 * (decoderRows(p) * p.dim + p.dim * p.heads * p.dimHead + 2 * p.B * p.kvHeads * p.past * p.dimHead + p.dim + 2 * p.B * p.dim);
   }
 }
 
@@ -186,6 +223,8 @@ export function shapeString(p: Problem): string {
     }
     case 'block':
       return `B${p.B} N${p.N} dim${p.dim} h${p.heads}x${p.dimHead}`;
+    case 'decoder':
+      return `B${p.B} dim${p.dim} h${p.heads}/${p.kvHeads}x${p.dimHead} cache${p.past}`;
   }
 }
 
@@ -200,6 +239,8 @@ export function outputLength(p: Problem): number {
       return p.B * p.H * p.Nq * p.d;
     case 'block':
       return p.B * p.N * p.dim;
+    case 'decoder':
+      return p.B * p.dim;
   }
 }
 

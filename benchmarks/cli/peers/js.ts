@@ -5,6 +5,7 @@
  * Problems above {@link JS_MAX_FLOPS} are skipped: they would take seconds per call.
  */
 import type { Inputs } from '../data';
+import { decoderStep } from '../reference';
 import { flops, type AttentionProblem, type Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
@@ -105,6 +106,7 @@ export const jsImpl: Impl = {
     softmax: 'max, exp, sum, scale per row',
     attention: 'per query row: dot products, softmax, weighted sum of v rows',
     block: 'LayerNorm, fused QKV GEMM (x·Wqkvᵀ), per-head attention on strided views, output GEMM + bias',
+    decoder: 'RMSNorm, x·Wqkvᵀ, RoPE, each head against its kv head (cache + the new row), o·Woᵀ, in float64 (the reference code)',
   },
   async load() {
     return null;
@@ -182,6 +184,16 @@ export const jsImpl: Impl = {
           const y = new Float32Array(T * dim);
           gemm(att, x.wo, y, T, inner, dim, true);
           for (let r = 0; r < T; r++) for (let c = 0; c < dim; c++) y[r * dim + c] += x.bo[c];
+          return y;
+        },
+      };
+    }
+    if (p.kind === 'decoder' && x.kind === 'decoder') {
+      return {
+        dispose,
+        run: () => {
+          const y = new Float32Array(p.B * p.dim);
+          for (let b = 0; b < p.B; b++) decoderStep(p, x, b, y, b * p.dim);
           return y;
         },
       };

@@ -9,7 +9,7 @@
  */
 import { attention, matmul, setNumThreads, softmax } from '../../../lib';
 import type { Inputs } from '../data';
-import { attentionExtras, blockClass, newBlock, t } from '../mhsa-impl';
+import { attentionExtras, blockClass, newBlock, newDecoder, t } from '../mhsa-impl';
 import type { Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
@@ -22,6 +22,7 @@ export const mhsaAllocImpl: Impl = {
     softmax: 'softmax(x): a new result per call',
     attention: "attention(q, k, v, { causal }) on 'bhsd' [B, H, N, d] inputs: a new result per call",
     block: 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x): a new result per call',
+    decoder: 'the layer\'s forward(x, { cache, causal }), then cache.truncate(past): a new result per call',
   },
   async load() {
     return null;
@@ -52,6 +53,10 @@ export const mhsaAllocImpl: Impl = {
       const block = newBlock(p, x);
       const xs = t(x.x, [p.B, p.N, p.dim]);
       if (block) return { dispose, run: () => block.forward(xs).data };
+    }
+    if (p.kind === 'decoder' && x.kind === 'decoder') {
+      const step = newDecoder(p, x);
+      return { dispose, run: () => step() };
     }
     throw new Error(`mhsa-alloc: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
   },

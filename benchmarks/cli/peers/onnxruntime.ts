@@ -11,8 +11,8 @@
  * Both packages are loaded with require() at run time: when either is missing
  * this peer is skipped with a note.
  */
-import type { AttentionInputs, Inputs } from '../data';
-import { plainAttentionOnly, type AttentionProblem, type Problem } from '../workloads';
+import type { AttentionInputs, DecoderInputs, Inputs } from '../data';
+import { decoderRows, plainAttentionOnly, type AttentionProblem, type DecoderProblem, type Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
 interface OrtTensor {
@@ -25,7 +25,7 @@ interface OrtSession {
   endProfiling(): void;
 }
 interface OrtModule {
-  Tensor: new (type: 'float32' | 'int32', data: Float32Array | Int32Array, dims: readonly number[]) => OrtTensor;
+  Tensor: new (type: 'float32' | 'int32' | 'int64', data: Float32Array | Int32Array | BigInt64Array, dims: readonly number[]) => OrtTensor;
   InferenceSession: { create(model: Uint8Array, options: Record<string, unknown>): Promise<OrtSession> };
   env: { versions?: { node?: string; common?: string } };
 }
@@ -213,6 +213,104 @@ function mhaGraph(p: AttentionProblem, x: AttentionInputs): Graph {
   };
 }
 
+/** RoPE's cos and sin tables [positions, dimHead/2] (rotate-half, base theta), as initializers. */
+function ropeTables(positions: number, dimHead: number, theta: number) {
+  const half = dimHead / 2;
+  const cos = new Float32Array(positions * half), sin = new Float32Array(positions * half);
+  for (let p = 0; p < positions; p++) {
+    for (let i = 0; i < half; i++) {
+      const angle = p * Math.pow(theta, (-2 * i) / dimHead);
+      cos[p * half + i] = Math.cos(angle);
+      sin[p * half + i] = Math.sin(angle);
+    }
+  }
+  return [floatInit('cos', [positions, half], cos), floatInit('sin', [positions, half], sin)];
+}
+
+/**
+ * A decoder step's graph around its attention node: RMSNormalization →
+ * MatMul(x, Wqkvᵀ) → [attention, the caller's nodes from 'qkv' to 'o'] →
+ * MatMul(o, Woᵀ), the weights and RoPE tables as initializers, the cache as
+ * past_key/past_value inputs (the attention op copies them into its present
+ * outputs, which a decoder loop feeds back).
+ */
+function decoderGraph(
+  p: DecoderProblem, x: DecoderInputs, attentionNodes: NodeSpec[], extraInits: unknown[],
+  extraInputs: [string, readonly number[], number][], extraFeeds: Record<string, OrtTensor>,
+): Graph {
+  const { B, past, dim, heads, kvHeads, dimHead } = p;
+  const T = (data: Float32Array, dims: number[]) => new ort!.Tensor('float32', data, dims);
+  const rows = decoderRows(p), inner = heads * dimHead;
+  const pd = [B, kvHeads, past, dimHead], td = [B, kvHeads, past + 1, dimHead];
+  const nodes: NodeSpec[] = [
+    { opType: 'RMSNormalization', input: ['x', 'gamma'], output: ['h'], attribute: [intAttr('axis', -1), floatAttr('epsilon', 1e-5)] },
+    { opType: 'MatMul', input: ['h', 'wqkv_t'], output: ['qkv'] },
+    ...attentionNodes,
+    { opType: 'MatMul', input: ['o', 'wo_t'], output: ['y'] },
+  ];
+  const inits = [
+    floatInit('gamma', [dim], x.gamma),
+    floatInit('wqkv_t', [dim, rows], transpose(x.wqkv, rows, dim)),
+    floatInit('wo_t', [inner, dim], transpose(x.wo, dim, inner)),
+    ...ropeTables(past + 1, dimHead, p.theta),
+    ...extraInits,
+  ];
+  return {
+    bytes: model(
+      nodes,
+      [['x', [B, 1, dim]], ['past_key', pd], ['past_value', pd], ...extraInputs],
+      [['y', [B, 1, dim]], ['present_key', td], ['present_value', td]],
+      [['', 23], ['com.microsoft', 1]],
+      inits,
+    ),
+    feeds: { x: T(x.x, [B, 1, dim]), past_key: T(x.pastK, pd), past_value: T(x.pastV, pd), ...extraFeeds },
+    output: 'y',
+  };
+}
+
+/** The decoder step through opset-23 ops: Split → RotaryEmbedding on q and k → Attention with past_key/past_value. */
+function decoderAttentionGraph(p: DecoderProblem, x: DecoderInputs): Graph {
+  const { B, heads, kvHeads, dimHead } = p;
+  const rope = (name: string, n: number): NodeSpec => ({
+    opType: 'RotaryEmbedding', input: [name, 'cos', 'sin', 'position_ids'], output: [`${name}_rot`], attribute: [intAttr('num_heads', n)],
+  });
+  const nodes: NodeSpec[] = [
+    { opType: 'Split', input: ['qkv', 'split'], output: ['q', 'k', 'v'], attribute: [intAttr('axis', 2)] },
+    rope('q', heads),
+    rope('k', kvHeads),
+    {
+      opType: 'Attention', input: ['q_rot', 'k_rot', 'v', '', 'past_key', 'past_value'], output: ['o', 'present_key', 'present_value'],
+      attribute: [intAttr('q_num_heads', heads), intAttr('kv_num_heads', kvHeads)],
+    },
+  ];
+  const positions = new BigInt64Array(B).fill(BigInt(p.past));
+  return decoderGraph(
+    p, x, nodes,
+    [int64Init('split', [heads * dimHead, kvHeads * dimHead, kvHeads * dimHead])],
+    [['position_ids', [B, 1], INT64]],
+    { position_ids: new ort!.Tensor('int64', positions, [B, 1]) },
+  );
+}
+
+/** The decoder step through com.microsoft GroupQueryAttention on the packed qkv, with do_rotary. */
+function decoderGqaGraph(p: DecoderProblem, x: DecoderInputs): Graph {
+  const { B, past, heads, kvHeads } = p;
+  const nodes: NodeSpec[] = [{
+    opType: 'GroupQueryAttention', domain: 'com.microsoft',
+    input: ['qkv', '', '', 'past_key', 'past_value', 'seqlens_k', 'total_sequence_length', 'cos', 'sin'],
+    output: ['o', 'present_key', 'present_value'],
+    attribute: [intAttr('num_heads', heads), intAttr('kv_num_heads', kvHeads), intAttr('do_rotary', 1)],
+  }];
+  return decoderGraph(
+    p, x, nodes, [],
+    [['seqlens_k', [B], INT32], ['total_sequence_length', [1], INT32]],
+    {
+      seqlens_k: new ort!.Tensor('int32', new Int32Array(B).fill(past), [B]),
+      total_sequence_length: new ort!.Tensor('int32', Int32Array.of(past + 1), [1]),
+    },
+  );
+}
+
 function buildGraph(p: Problem, x: Inputs): Graph {
   const T = (data: Float32Array, dims: number[]) => new ort!.Tensor('float32', data, dims);
   if (p.kind === 'gemm' && x.kind === 'gemm') {
@@ -290,6 +388,7 @@ function buildGraph(p: Problem, x: Inputs): Graph {
       output: 'y',
     };
   }
+  if (p.kind === 'decoder' && x.kind === 'decoder') return decoderAttentionGraph(p, x);
   throw new Error(`onnxruntime: inputs of kind ${x.kind} do not match a ${p.kind} problem`);
 }
 
@@ -356,6 +455,9 @@ export const onnxruntimeImpl: Impl = {
     softmax: 'session.run of a Softmax(axis=-1) model',
     attention: 'session.run of an opset-23 Attention model on [B, H, N, d] q, k, v (is_causal for causal)',
     block: 'session.run of LayerNormalization → MatMul → Split → com.microsoft MultiHeadAttention → MatMul → Add (weights as initializers)',
+    decoder:
+      'session.run of RMSNormalization → MatMul → Split → RotaryEmbedding (q, k) → opset-23 Attention with past_key/past_value → MatMul ' +
+      '(weights as initializers; the cache as inputs, the present as outputs)',
   },
   async load() {
     const reason = await loadOrt();
@@ -384,6 +486,9 @@ export const onnxruntimeGqaImpl: Impl = {
   maxThreads: 1024,
   timed: {
     attention: 'session.run of a com.microsoft GroupQueryAttention model on packed q, k, v (a cache as past_key/past_value)',
+    decoder:
+      'session.run of RMSNormalization → MatMul → com.microsoft GroupQueryAttention (packed qkv, do_rotary, past_key/past_value) → MatMul ' +
+      "(onnxruntime's LLaMA export; weights as initializers)",
   },
   async load() {
     const reason = await loadOrt();
@@ -391,12 +496,14 @@ export const onnxruntimeGqaImpl: Impl = {
     return reason;
   },
   supports(p: Problem) {
-    if (p.kind !== 'attention') return 'onnxruntime-gqa runs the attention workloads only';
+    if (p.kind === 'decoder') return null;
+    if (p.kind !== 'attention') return 'onnxruntime-gqa runs the attention and decoder workloads only';
     if (!p.causal) return 'GroupQueryAttention is causal only';
     return p.Hkv === undefined && p.window === undefined && p.cache === undefined ? 'onnxruntime-gqa runs the GQA, cache and window workloads' : null;
   },
   async prepare(p: Problem, x: Inputs, threads: number): Promise<Prepared> {
-    if (p.kind !== 'attention' || x.kind !== 'attention') throw new Error('onnxruntime-gqa: attention workloads only');
+    if (p.kind === 'decoder' && x.kind === 'decoder') return session(decoderGqaGraph(p, x), threads);
+    if (p.kind !== 'attention' || x.kind !== 'attention') throw new Error('onnxruntime-gqa: attention and decoder workloads only');
     return session(gqaGraph(p, x), threads);
   },
 };

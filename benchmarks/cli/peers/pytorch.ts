@@ -293,6 +293,7 @@ export const pytorchImpl: Impl = {
     softmax: 'torch.softmax(x, -1)',
     attention: 'scaled dot-product attention on [B, H, N, d] q, k, v (is_causal for square causal, else a bottom-right mask; a window as a boolean mask; GQA by repeat_interleave of k and v; with a softcap, the scores, tanh, mask, softmax and product written out); the op is named in the label',
     block: "seed 004's module: vit-pytorch's Attention at inference with SDPA for its matmul-softmax-matmul: LayerNorm → Linear (to_qkv) → chunk, heads → SDPA → merge → Linear (to_out)",
+    decoder: "LLaMA's attention layer as transformers runs a decode step with its DynamicCache: RMSNorm → Linear (q, k, v fused) → RoPE → torch.cat onto the cache → kv heads repeated → SDPA → Linear (o_proj)",
   },
   async load() {
     const r = await loadWorker();

@@ -150,6 +150,41 @@ class LayerNormMha(torch.nn.Module):
         return self.mha(h, h, h, need_weights=False)[0]
 
 
+class DecoderLayer(torch.nn.Module):
+    """LLaMA's attention layer as Hugging Face transformers runs a decode step
+    with its default DynamicCache: RMSNorm, the q/k/v projections (one fused
+    Linear here), rotate-half RoPE, torch.cat of the step's k and v onto the
+    cache, attention with the kv heads repeated to the query heads (its
+    repeat_kv), o_proj."""
+
+    def __init__(self, dim, heads, kv_heads, dim_head, theta, position):
+        super().__init__()
+        self.shape = (heads, kv_heads, dim_head)
+        self.norm_weight = torch.nn.Parameter(torch.ones(dim))
+        self.qkv = torch.nn.Linear(dim, (heads + 2 * kv_heads) * dim_head, bias=False)
+        self.o = torch.nn.Linear(heads * dim_head, dim, bias=False)
+        inv_freq = theta ** (-torch.arange(0, dim_head, 2, dtype=torch.float64) / dim_head)
+        angles = (position * inv_freq).repeat(2)
+        self.cos, self.sin = angles.cos().float(), angles.sin().float()
+
+    def rope(self, t):
+        half = t.shape[-1] // 2
+        rotated = torch.cat((-t[..., half:], t[..., :half]), -1)
+        return t * self.cos + rotated * self.sin
+
+    def forward(self, x, past_k, past_v):
+        heads, kv_heads, dim_head = self.shape
+        b = x.shape[0]
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.norm_weight
+        q, k, v = self.qkv(h).split([heads * dim_head, kv_heads * dim_head, kv_heads * dim_head], -1)
+        q = self.rope(q.view(b, 1, heads, dim_head).transpose(1, 2))
+        k = self.rope(k.view(b, 1, kv_heads, dim_head).transpose(1, 2))
+        v = v.view(b, 1, kv_heads, dim_head).transpose(1, 2)
+        k, v = torch.cat((past_k, k), 2), torch.cat((past_v, v), 2)
+        o = generation_attention(q, k, v, None, None)
+        return self.o(o.transpose(1, 2).reshape(b, 1, -1))
+
+
 def fast_path_taken(module, x):
     """Whether a call of the module reaches torch._native_multi_head_attention."""
     native = torch._native_multi_head_attention
@@ -230,6 +265,18 @@ def build(problem, inputs):
             module.to_out.bias.copy_(load(inputs['bo'], (dim,)))
         x = load(inputs['x'], (problem['B'], problem['N'], dim))
         return lambda: module(x)
+    if kind == 'decoder':
+        bsz, past, dim = problem['B'], problem['past'], problem['dim']
+        heads, kv_heads, dim_head = problem['heads'], problem['kvHeads'], problem['dimHead']
+        module = DecoderLayer(dim, heads, kv_heads, dim_head, problem['theta'], past).eval()
+        with torch.no_grad():
+            module.norm_weight.copy_(load(inputs['gamma'], (dim,)))
+            module.qkv.weight.copy_(load(inputs['wqkv'], ((heads + 2 * kv_heads) * dim_head, dim)))
+            module.o.weight.copy_(load(inputs['wo'], (dim, heads * dim_head)))
+        x = load(inputs['x'], (bsz, 1, dim))
+        cache_shape = (bsz, kv_heads, past, dim_head)
+        past_k, past_v = load(inputs['pastK'], cache_shape), load(inputs['pastV'], cache_shape)
+        return lambda: module(x, past_k, past_v)
     raise ValueError(f'unknown problem kind {kind!r}')
 
 

@@ -96,6 +96,7 @@ export const tfjsWasmImpl: Impl = {
     return null;
   },
   supports(p: Problem) {
+    if (p.kind === 'decoder') return 'the decoder step (RoPE, a KV cache) is not built from tfjs ops here';
     return plainAttentionOnly(p);
   },
   async prepare(p: Problem, x: Inputs): Promise<Prepared> {
