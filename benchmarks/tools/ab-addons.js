@@ -10,6 +10,7 @@
  *   node benchmarks/tools/ab-addons.js A.node B.node matmul [M,K,N=197,768,2304] [rounds=30] [burst=5]
  *   node benchmarks/tools/ab-addons.js A.node B.node softmax [rows,cols=6144,512] [rounds=30] [burst=5]
  *   node benchmarks/tools/ab-addons.js A.node B.node layernorm [rows,cols=197,768] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node decode [heads,kvHeads,length,d=32,8,16384,128] [rounds=30] [burst=5]
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
@@ -51,12 +52,12 @@ const os = require('node:os');
 const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
-if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax', 'layernorm'].includes(kind)) {
-  console.error('usage: node benchmarks/tools/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm [...]');
+if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax', 'layernorm', 'decode'].includes(kind)) {
+  console.error('usage: node benchmarks/tools/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm|decode [...]');
   process.exit(2);
 }
 const root = path.resolve(__dirname, '..', '..');
-const nums = (['matmul', 'softmax', 'layernorm'].includes(kind) ? rest.slice(1) : rest).map(Number);
+const nums = (['matmul', 'softmax', 'layernorm', 'decode'].includes(kind) ? rest.slice(1) : rest).map(Number);
 
 /** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */
 function loadCopy(addon, tag) {
@@ -142,6 +143,22 @@ function workload() {
       prepare(m) {
         const out = { data: new Float32Array(R * C), shape: [R, C] };
         return { out, run: () => m.layerNorm(x, { weight, bias, out }) };
+      },
+    };
+  }
+  if (kind === 'decode') {
+    // One query per head against a [1, kvHeads, length, d] cache ('bhsd'), as a_gqa_decode.
+    const [H, Hkv, L, d] = (rest[0] ?? '32,8,16384,128').split(',').map(Number);
+    const [rounds = 30, burst = 5] = nums;
+    const q = { data: rnd(H * d), shape: [1, H, 1, d] };
+    const k = { data: rnd(Hkv * L * d), shape: [1, Hkv, L, d] }, v = { data: rnd(Hkv * L * d), shape: [1, Hkv, L, d] };
+    return {
+      label: `decode H${H}/${Hkv} L${L} d${d}`,
+      rounds,
+      burst,
+      prepare(m) {
+        const out = { data: new Float32Array(H * d), shape: [1, H, 1, d] };
+        return { out, run: () => m.attention(q, k, v, { causal: true, out }) };
       },
     };
   }

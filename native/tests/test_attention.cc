@@ -174,6 +174,24 @@ TEST(attention_generation_options) {
   run({0, 1, 1, 1, 63, 63, 1, 1, true, false, false, false}, 0, 3, -1, true);
 }
 
+// The decode kernels' tiles: query groups of 1-9 rows (tiles of up to 4 and
+// their remainders), key counts off the 4- and 32-key blocks, head sizes off
+// the 16-float vectors, and zero weights (mask, padding, causal rows) beside
+// non-zero ones in one tile.
+TEST(attention_decode_tiles) {
+  std::mt19937_64 rng(testSeed() + 15);
+  const int64_t dims[][2] = {{17, 17}, {128, 80}, {64, 136}};
+  int variant = 0;
+  for (int64_t groups : {1, 2, 3, 5, 7, 9})
+    for (int64_t seqKV : {1, 3, 17, 65, 1001})
+      for (const auto& d : dims) {
+        const bool masked = ++variant % 2 == 0;
+        runCase({0, 1, groups, 1, 1, seqKV, d[0], d[1], false, masked, masked, false}, rng);
+      }
+  runCase({0, 2, 6, 2, 3, 203, 32, 32, true, false, true, true}, rng);  // 9 rows per group, causal
+  runCase({1, 1, 8, 1, 2, 1001, 128, 128, true, true, false, false}, rng);
+}
+
 TEST(attention_keys_beyond_one_block) {
   std::mt19937_64 rng(testSeed() + 12);
   // 768-key online-softmax blocks: 1000 and 1601 keys take several.
