@@ -15,7 +15,7 @@
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
- * AB_CAUSAL=1 the causal rule. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
+ * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -173,7 +173,8 @@ function workload() {
   return {
     label:
       `attention B${batch} H${heads} N${tokens} d64${bshd ? ' bshd' : ''}` +
-      `${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}${process.env.AB_CAUSAL === '1' ? ' causal' : ''}`,
+      `${process.env.AB_SCALE ? ` scale ${process.env.AB_SCALE}` : ''}${process.env.AB_CAUSAL === '1' ? ' causal' : ''}` +
+      `${process.env.AB_SOFTCAP ? ` softcap ${process.env.AB_SOFTCAP}` : ''}`,
     rounds,
     burst,
     prepare(m) {
@@ -181,6 +182,7 @@ function workload() {
       const opts = bshd ? { heads, out } : { out };
       if (process.env.AB_SCALE) opts.scale = Number(process.env.AB_SCALE);
       if (process.env.AB_CAUSAL === '1') opts.causal = true;
+      if (process.env.AB_SOFTCAP) opts.softcap = Number(process.env.AB_SOFTCAP);
       return { out, run: () => m.attention(q, k, v, opts) };
     },
   };
