@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "exp2_poly.h"
+#include "decode_avx2.h"
 #include "exp_poly.h"
 #include "kernel_table.h"
 #include "layernorm_avx2.h"
@@ -23,6 +24,8 @@
 #define MHSA_EXP_SUB_SUM ::mhsa::expSubSumAvx2
 #define MHSA_SCALE_STREAM ::mhsa::scaleStreamAvx2
 #define MHSA_LAYER_NORM_ROW ::mhsa::layerNormRowAvx2
+#define MHSA_DECODE_SCORES ::mhsa::decodeScoresAvx2
+#define MHSA_DECODE_ACCUMULATE ::mhsa::decodeAccumulateAvx2
 #define MHSA_MR 6
 #define MHSA_NR 16
 #define MHSA_GEMM_A_IN_PLACE true

@@ -1,0 +1,9 @@
+#pragma once
+#include <cstdint>
+namespace mhsa {
+// KernelTable::decodeScores and decodeAccumulate with AVX2 intrinsics (decode_avx2.cc).
+void decodeScoresAvx2(const float* q, int64_t queries, int64_t d, const float* k, int64_t kStride, int64_t n,
+                      float scale, float* s);
+void decodeAccumulateAvx2(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
+                          float* acc, int64_t accStride);
+}  // namespace mhsa
