@@ -1,27 +1,19 @@
 // Attention's decode path with AVX-512 intrinsics: the query rows of one kv
-// head against its K and V, each row of which is read once for all of them.
-// Both kernels work on tiles of up to 4 queries, so that one load of a K or
-// V vector feeds up to four FMAs and the tile's rows are reached from one
-// pointer and its stride (docs/design/attention-tiles.md, the decode path).
-// Compiled with the AVX-512 flags only.
+// head against its K and V, each row of which is read once for all of them,
+// in tiles of up to 4 queries (decode_tiles.h drives them). Scores: 4 queries
+// x 4 keys of dots in 16 accumulators and one transposing reduction; V: 4
+// queries x 64 floats of accumulators. One load of a K or V vector feeds
+// every query of the tile, and a tile reaches its rows from one pointer and
+// the stride (docs/design/attention-tiles.md, the decode path). Compiled with
+// the AVX-512 flags only.
 #include "decode_avx512.h"
 
 #include "avx512_intrinsics.h"
+#include "decode_tiles.h"
 
 namespace mhsa {
 
 namespace {
-
-// Rows ahead that each pass requests into L2 (docs/design/attention-tiles.md, the decode path).
-constexpr int64_t kPrefetchRows = 64;
-
-// Queries per tile: 4 queries x 4 keys of dots fill the 16 lanes of one reduction, and
-// 4 queries x 64 floats of V fill 16 accumulators.
-constexpr int kTileQueries = 4;
-
-inline void prefetchFloats(const float* r, int64_t floats) {
-  for (int64_t o = 0; o < floats; o += 16) _mm_prefetch(reinterpret_cast<const char*>(r + o), _MM_HINT_T1);
-}
 
 // Lane sums of 16 vectors, transposed: the sum of a[i]'s lanes lands in lane
 // (i % 4) * 4 + i / 4. Each level adds pairs of half-vectors, halving the
@@ -54,8 +46,8 @@ inline __m512 laneSums16(const __m512* a) {
 // so laneSums16 leaves query u's Keys scores in lanes 4u .. 4u + Keys - 1.
 // `ahead`, when set, is requested line by line beside the key rows' loads.
 template <int Queries, int Keys>
-inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t kStride, int64_t whole,
-                         __mmask16 tail, const float* ahead) {
+inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t kStride, const float* ahead) {
+  const int64_t whole = d / 16 * 16;
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
@@ -71,7 +63,7 @@ inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
       for (int u = 0; u < Queries; ++u) acc[r * 4 + u] = _mm512_fmadd_ps(qv[u], kv, acc[r * 4 + u]);
     }
   }
-  if (tail) {
+  if (const __mmask16 tail = lowLanes(d - whole)) {
     __m512 qv[Queries];
 #pragma GCC unroll 4
     for (int u = 0; u < Queries; ++u) qv[u] = _mm512_maskz_loadu_ps(tail, q + u * d + whole);
@@ -86,65 +78,18 @@ inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
 }
 
 template <int Queries>
-inline __m512 scoresTileKeys(int keys, const float* q, int64_t d, const float* rows, int64_t kStride, int64_t whole,
-                             __mmask16 tail, const float* ahead) {
+inline __m512 scoresTileKeys(int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
+                             const float* ahead) {
   switch (keys) {
-    case 1: return scoresTile<Queries, 1>(q, d, rows, kStride, whole, tail, nullptr);
-    case 2: return scoresTile<Queries, 2>(q, d, rows, kStride, whole, tail, nullptr);
-    case 3: return scoresTile<Queries, 3>(q, d, rows, kStride, whole, tail, nullptr);
-    default: return scoresTile<Queries, 4>(q, d, rows, kStride, whole, tail, ahead);
+    case 1: return scoresTile<Queries, 1>(q, d, rows, kStride, nullptr);
+    case 2: return scoresTile<Queries, 2>(q, d, rows, kStride, nullptr);
+    case 3: return scoresTile<Queries, 3>(q, d, rows, kStride, nullptr);
+    default: return scoresTile<Queries, 4>(q, d, rows, kStride, ahead);
   }
 }
-
-inline __m512 scoresTileAny(int queries, int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
-                            int64_t whole, __mmask16 tail, const float* ahead) {
-  switch (queries) {
-    case 1: return scoresTileKeys<1>(keys, q, d, rows, kStride, whole, tail, ahead);
-    case 2: return scoresTileKeys<2>(keys, q, d, rows, kStride, whole, tail, ahead);
-    case 3: return scoresTileKeys<3>(keys, q, d, rows, kStride, whole, tail, ahead);
-    default: return scoresTileKeys<4>(keys, q, d, rows, kStride, whole, tail, ahead);
-  }
-}
-
-}  // namespace
-
-void decodeScoresAvx512(const float* q, int64_t queries, int64_t d, const float* k, int64_t kStride, int64_t n,
-                        float scale, float* s) {
-  constexpr int kKeys = 4;
-  const __m512 vscale = _mm512_set1_ps(scale);
-  const __mmask16 tail = lowLanes(d % 16);
-  const int64_t whole = d / 16 * 16;
-  for (int64_t j0 = 0; j0 < n; j0 += kKeys) {
-    const int keys = n - j0 < kKeys ? static_cast<int>(n - j0) : kKeys;
-    const float* rows = k + j0 * kStride;
-    // The first tile's pass over a whole block also requests the block kPrefetchRows ahead.
-    const bool fetch = keys == kKeys && j0 + kPrefetchRows + kKeys <= n;
-    if (!fetch)
-      for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j) prefetchFloats(k + j * kStride, d);
-    for (int64_t u0 = 0; u0 < queries; u0 += kTileQueries) {
-      const int tq = queries - u0 < kTileQueries ? static_cast<int>(queries - u0) : kTileQueries;
-      const float* ahead = fetch && u0 == 0 ? rows + kPrefetchRows * kStride : nullptr;
-      const __m512 sums = _mm512_mul_ps(vscale, scoresTileAny(tq, keys, q + u0 * d, d, rows, kStride, whole, tail, ahead));
-      // Query u's scores sit in lanes 4u..4u+3: each quarter is broadcast to the low lanes and stored.
-      const __mmask16 lanes = lowLanes(keys);
-      float* out = s + u0 * n + j0;
-      _mm512_mask_storeu_ps(out, lanes, sums);
-      if (tq > 1) _mm512_mask_storeu_ps(out + n, lanes, _mm512_shuffle_f32x4(sums, sums, 0x55));
-      if (tq > 2) _mm512_mask_storeu_ps(out + 2 * n, lanes, _mm512_shuffle_f32x4(sums, sums, 0xAA));
-      if (tq > 3) _mm512_mask_storeu_ps(out + 3 * n, lanes, _mm512_shuffle_f32x4(sums, sums, 0xFF));
-    }
-  }
-}
-
-namespace {
-
-// Keys per block of decodeAccumulateAvx512: its V rows stay in L1 across the
-// 64-float chunks of the rows and the query tiles.
-constexpr int64_t kAccumulateKeys = 32;
 
 // acc rows u < Queries (accStride apart) += w[u * n + j] * row j of `keys` V
-// rows, over floats [e0, e0 + 64) of each (masked past dv). Every weight of
-// the tile is non-zero. `ahead`: rows requested beside the loads, or null.
+// rows, over floats [e0, e0 + 64) of each (masked past dv).
 template <int Queries>
 inline void accumulateChunk(const float* w, int64_t n, const float* rows, int64_t vStride, int64_t keys, int64_t e0,
                             int64_t dv, float* acc, int64_t accStride, const float* ahead) {
@@ -177,77 +122,64 @@ inline void accumulateChunk(const float* w, int64_t n, const float* rows, int64_
     for (int i = 0; i < 4; ++i) _mm512_mask_storeu_ps(acc + u * accStride + e0 + 16 * i, m[i], t[u][i]);
 }
 
-// One query's block, skipping its zero weights: a key that softmax gave no
-// weight (masked, padded, or underflowed) is not read, since a blocked key's
-// row may hold anything.
-inline void accumulateSparse(const float* w, const float* rows, int64_t vStride, int64_t keys, int64_t dv, float* a) {
-  for (int64_t e0 = 0; e0 < dv; e0 += 64) {
-    __mmask16 m[4];
-    __m512 t[4];
-    for (int i = 0; i < 4; ++i) {
-      m[i] = lowLanes(dv - e0 - 16 * i);
-      t[i] = _mm512_maskz_loadu_ps(m[i], a + e0 + 16 * i);
-    }
-    for (int64_t j = 0; j < keys; ++j) {
-      if (w[j] == 0.0f) continue;
-      const __m512 wv = _mm512_set1_ps(w[j]);
-      const float* row = rows + j * vStride + e0;
-      for (int i = 0; i < 4; ++i) t[i] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[i], row + 16 * i), t[i]);
-    }
-    for (int i = 0; i < 4; ++i) _mm512_mask_storeu_ps(a + e0 + 16 * i, m[i], t[i]);
-  }
-}
+struct Avx512Tiles {
+  static constexpr int kKeys = 4;
+  static constexpr int64_t kChunk = 64;
 
-// Whether any of `keys` weights of `queries` rows (n apart) is zero.
-inline bool anyZeroWeight(const float* w, int64_t n, int queries, int64_t keys) {
-  const __m512 zero = _mm512_setzero_ps();
-  for (int u = 0; u < queries; ++u)
-    for (int64_t j = 0; j < keys; j += 16) {
-      const __mmask16 m = lowLanes(keys - j);
-      if (_mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, w + u * n + j), zero, _CMP_EQ_OQ)) return true;
+  static void scores(int tq, int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
+                     const float* ahead, float scale, float* s, int64_t n) {
+    __m512 sums = decode::withTileQueries(tq, [&](auto queries) {
+      return scoresTileKeys<decltype(queries)::value>(keys, q, d, rows, kStride, ahead);
+    });
+    sums = _mm512_mul_ps(_mm512_set1_ps(scale), sums);
+    // Query u's scores sit in lanes 4u..4u+3: each quarter is broadcast to the low lanes and stored.
+    const __mmask16 lanes = lowLanes(keys);
+    _mm512_mask_storeu_ps(s, lanes, sums);
+    if (tq > 1) _mm512_mask_storeu_ps(s + n, lanes, _mm512_shuffle_f32x4(sums, sums, 0x55));
+    if (tq > 2) _mm512_mask_storeu_ps(s + 2 * n, lanes, _mm512_shuffle_f32x4(sums, sums, 0xAA));
+    if (tq > 3) _mm512_mask_storeu_ps(s + 3 * n, lanes, _mm512_shuffle_f32x4(sums, sums, 0xFF));
+  }
+
+  static void accumulate(int tq, const float* w, int64_t n, const float* rows, int64_t vStride, int64_t keys,
+                         int64_t e0, int64_t dv, float* acc, int64_t accStride, const float* ahead) {
+    decode::withTileQueries(tq, [&](auto queries) {
+      accumulateChunk<decltype(queries)::value>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+    });
+  }
+
+  // A blocked key's row may hold anything, so it is not read.
+  static void accumulateSparse(const float* w, const float* rows, int64_t vStride, int64_t keys, int64_t dv,
+                               float* a) {
+    for (int64_t e0 = 0; e0 < dv; e0 += 16) {
+      const __mmask16 m = lowLanes(dv - e0);
+      __m512 t = _mm512_maskz_loadu_ps(m, a + e0);
+      for (int64_t j = 0; j < keys; ++j)
+        if (w[j] != 0.0f) t = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_maskz_loadu_ps(m, rows + j * vStride + e0), t);
+      _mm512_mask_storeu_ps(a + e0, m, t);
     }
-  return false;
-}
+  }
+
+  static bool anyZeroWeight(const float* w, int64_t n, int tq, int64_t keys) {
+    for (int u = 0; u < tq; ++u)
+      for (int64_t j = 0; j < keys; j += 16) {
+        const __mmask16 m = lowLanes(keys - j);
+        if (_mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, w + u * n + j), _mm512_setzero_ps(), _CMP_EQ_OQ))
+          return true;
+      }
+    return false;
+  }
+};
 
 }  // namespace
 
-// Keys in blocks of kAccumulateKeys, queries in tiles of up to 4: for each
-// 64 floats of the accumulators, each V row of the block is loaded once into
-// registers and added into every query of the tile, and the accumulators
-// are loaded and stored once per block. (Adding each row straight into memory
-// kept a store-to-load chain through every accumulator, rows 130 floats apart
-// and so split across cache lines: 44 % of a decode step's profile.)
+void decodeScoresAvx512(const float* q, int64_t queries, int64_t d, const float* k, int64_t kStride, int64_t n,
+                        float scale, float* s) {
+  decode::scores<Avx512Tiles>(q, queries, d, k, kStride, n, scale, s);
+}
+
 void decodeAccumulateAvx512(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
                             float* acc, int64_t accStride) {
-  for (int64_t j0 = 0; j0 < n; j0 += kAccumulateKeys) {
-    const int64_t keys = n - j0 < kAccumulateKeys ? n - j0 : kAccumulateKeys;
-    const float* rows = v + j0 * vStride;
-    // As in decodeScoresAvx512: the rows kPrefetchRows on are requested line by line among the
-    // first tile's loads (a whole block ahead), or all at once near the end.
-    const bool fetch = j0 + kPrefetchRows + keys <= n;
-    if (!fetch)
-      for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j) prefetchFloats(v + j * vStride, dv);
-    for (int64_t u0 = 0; u0 < queries; u0 += kTileQueries) {
-      const int tq = queries - u0 < kTileQueries ? static_cast<int>(queries - u0) : kTileQueries;
-      const float* w = p + u0 * n + j0;
-      float* a = acc + u0 * accStride;
-      const float* ahead = fetch && u0 == 0 ? rows + kPrefetchRows * vStride : nullptr;
-      if (anyZeroWeight(w, n, tq, keys)) {
-        if (ahead)
-          for (int64_t j = 0; j < keys; ++j) prefetchFloats(ahead + j * vStride, dv);
-        for (int u = 0; u < tq; ++u) accumulateSparse(w + u * n, rows, vStride, keys, dv, a + u * accStride);
-        continue;
-      }
-      for (int64_t e0 = 0; e0 < dv; e0 += 64) {
-        switch (tq) {
-          case 1: accumulateChunk<1>(w, n, rows, vStride, keys, e0, dv, a, accStride, ahead); break;
-          case 2: accumulateChunk<2>(w, n, rows, vStride, keys, e0, dv, a, accStride, ahead); break;
-          case 3: accumulateChunk<3>(w, n, rows, vStride, keys, e0, dv, a, accStride, ahead); break;
-          default: accumulateChunk<4>(w, n, rows, vStride, keys, e0, dv, a, accStride, ahead); break;
-        }
-      }
-    }
-  }
+  decode::accumulate<Avx512Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
 }
 
 }  // namespace mhsa
