@@ -7,6 +7,7 @@ import { runAsync, type NamedBuffer } from './queue';
 import {
   checkFloat32Array,
   checkKeyPaddingMask,
+  checkLengthList,
   checkNoAlias,
   checkShape,
   checkStridedTensor,
@@ -68,6 +69,14 @@ export interface AttentionOptions {
    * each row's softmax denominator only, taking weight from every key (gpt-oss's sinks).
    */
   sinks?: Float32Array | TensorLike;
+  /**
+   * Keys each batch entry has, for a ragged batch (ONNX's nonpad_kv_seqlen, a
+   * {@link KVCache}'s `lengths`): entry b attends to its first keyLengths[b]
+   * keys only, and its causal and window positions count from its own end
+   * (query i sits at keyLengths[b] − seqQ + i). One integer in [0, seqKV] per
+   * batch entry. Default: every entry has all seqKV keys.
+   */
+  keyLengths?: Int32Array | readonly number[];
   /** Also return the attention probabilities [batch, heads, seqQ, seqKV]. Default false. */
   returnWeights?: boolean;
   /** Where to write the output; q's layout with v's head dim. */
@@ -90,7 +99,8 @@ export interface AttentionWithWeights {
 }
 
 const KNOWN = [
-  'layout', 'heads', 'kvHeads', 'causal', 'mask', 'keyPaddingMask', 'scale', 'softcap', 'window', 'sinks', 'returnWeights', 'out',
+  'layout', 'heads', 'kvHeads', 'causal', 'mask', 'keyPaddingMask', 'scale', 'softcap', 'window', 'sinks', 'keyLengths',
+  'returnWeights', 'out',
 ] as const;
 const STRIDE_FIELDS = ['q', 'k', 'v'].flatMap((t) => [0, 1, 2].map((a) => `${t}.strides[${a}]`));
 const LAYOUTS: readonly AttentionLayout[] = ['bhsd', 'bshd', 'bhds'];
@@ -272,6 +282,10 @@ function prepareAttention(
     if (lengthOf(sinks) !== H) throw rangeError(fn, `options.sinks must hold one logit per query head (${H}), received ${lengthOf(sinks)}`);
   }
 
+  // A fresh copy (the addon copies it too), so it needs no alias checks.
+  const keyLengths =
+    opts.keyLengths === undefined ? undefined : checkLengthList(fn, 'options.keyLengths', opts.keyLengths, B, 'batch', Skv, 'seqKV');
+
   const out4 = fromLogical(layout, { batch: B, heads: H, seq: Sq, dim: lv.dim });
   const outShape = rank === 3 ? [B, Sq, H * lv.dim] : out4;
   const weightCount = returnWeights ? elementCount(full) : 0;
@@ -313,7 +327,10 @@ function prepareAttention(
     if (strides) {
       STRIDE_FIELDS.forEach((name, i) => d.number(name, strides[i]));
     }
-    return [tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ?? null, weights ? weights.data : null, sinks ?? null, d.done()];
+    return [
+      tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ?? null, weights ? weights.data : null, sinks ?? null,
+      keyLengths ?? null, d.done(),
+    ];
   };
   const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];
   if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);

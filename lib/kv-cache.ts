@@ -1,6 +1,6 @@
 import { formatShape, rangeError, typeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
-import { checkTensor, splitHeads, type CheckedTensor, type StridedTensor, type TensorLike } from './tensor';
+import { checkLengthList, checkTensor, splitHeads, type CheckedTensor, type StridedTensor, type TensorLike } from './tensor';
 import { checkObject, checkOptions, optEnum, optPositiveInteger, positiveInteger } from './validate';
 
 /** Options of the {@link KVCache} constructor. */
@@ -23,16 +23,27 @@ export interface KVCacheAppendOptions {
    * `'bshd'` [batch, n, kvHeads, dim]. 3-D inputs are [batch, n, kvHeads·dim].
    */
   layout?: 'bhsd' | 'bshd';
+  /**
+   * For a ragged batch: how many of the n positions are real in each batch
+   * entry (one integer in [0, n] per entry). Entry b's real positions are
+   * the last lengths[b] of the n, as decoder-only batches pad prompts on the
+   * left; they are written at that entry's own length. Default: all n.
+   */
+  lengths?: Int32Array | readonly number[];
 }
 
 const CACHE_KNOWN = ['batch', 'kvHeads', 'headDim', 'maxLength', 'valueDim'] as const;
-const APPEND_KNOWN = ['layout'] as const;
+const APPEND_KNOWN = ['layout', 'lengths'] as const;
 
 /**
  * Keys and values of past positions for a decoder, in storage allocated once:
  * [batch, kvHeads, maxLength, dim] each. `append` copies new positions in at
  * `length`; `keys` and `values` are views of the first `length` positions,
  * with no copy, that {@link attention} reads in place.
+ *
+ * In a ragged batch (appends with `lengths`) each entry has its own length,
+ * `lengths`; `length` is the longest, the views span it, and attention takes
+ * `{ keyLengths: cache.lengths }` so that each entry sees its own keys.
  *
  * @example
  * const cache = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 16 });
@@ -48,7 +59,8 @@ export class KVCache {
   readonly headDim: number;
   readonly valueDim: number;
   readonly maxLength: number;
-  #length = 0;
+  /** Positions held per batch entry. */
+  readonly #lengths: Int32Array;
   readonly #keys: Float32Array;
   readonly #values: Float32Array;
 
@@ -68,11 +80,19 @@ export class KVCache {
     ]);
     this.#keys = allocateFloats(fn, 'the keys', keyFloats);
     this.#values = allocateFloats(fn, 'the values', valueFloats);
+    this.#lengths = new Int32Array(this.batch);
   }
 
-  /** Positions held. */
+  /** Positions held: the longest entry's (all entries have it unless appends were ragged). */
   get length(): number {
-    return this.#length;
+    let n = 0;
+    for (const l of this.#lengths) n = Math.max(n, l);
+    return n;
+  }
+
+  /** Positions held by each batch entry, a copy: attention's `keyLengths` for this cache's views. */
+  get lengths(): Int32Array {
+    return this.#lengths.slice();
   }
 
   /** The keys of the positions held: [batch, kvHeads, length, headDim], a view of the storage. */
@@ -86,7 +106,8 @@ export class KVCache {
   }
 
   /**
-   * Copies n new positions of k and v in at `length`, then advances it by n.
+   * Copies n new positions of k and v in at each entry's length, then
+   * advances it by n (or, with `lengths`, entry b's by lengths[b]).
    * Past maxLength it throws a RangeError and writes nothing.
    * @throws TypeError for a wrong kind of argument, RangeError for shapes that do not fit the cache.
    */
@@ -100,31 +121,39 @@ export class KVCache {
     const vn = this.#positions(fn, 'v', tv, this.valueDim, 'valueDim', layout);
     if (vn.n !== kn.n) throw rangeError(fn, `v must hold as many positions as k (${kn.n}), received ${vn.n}`);
     const n = kn.n;
-    if (this.#length + n > this.maxLength) {
-      throw rangeError(fn, `appending ${n} positions to ${this.#length} would pass maxLength = ${this.maxLength}`);
+    const counts =
+      opts.lengths === undefined
+        ? new Int32Array(this.batch).fill(n)
+        : checkLengthList(fn, 'options.lengths', opts.lengths, this.batch, 'batch', n, 'n (the positions appended)');
+    for (let b = 0; b < this.batch; b++) {
+      if (this.#lengths[b] + counts[b] > this.maxLength) {
+        const held = this.batch > 1 ? `batch entry ${b}'s ${this.#lengths[b]}` : `${this.#lengths[b]}`;
+        throw rangeError(fn, `appending ${counts[b]} positions to ${held} would pass maxLength = ${this.maxLength}`);
+      }
     }
-    this.#copyIn(this.#keys, tk.data, this.headDim, n, kn.bshd);
-    this.#copyIn(this.#values, tv.data, this.valueDim, n, vn.bshd);
-    this.#length += n;
+    this.#copyIn(this.#keys, tk.data, this.headDim, n, counts, kn.bshd);
+    this.#copyIn(this.#values, tv.data, this.valueDim, n, counts, vn.bshd);
+    for (let b = 0; b < this.batch; b++) this.#lengths[b] += counts[b];
   }
 
-  /** Drops the positions from n on (speculative decoding's rejected tokens); n ≤ length. */
+  /** Drops the positions from n on in every entry (speculative decoding's rejected tokens); n ≤ length. */
   truncate(n: number): void {
     const fn = 'KVCache.truncate';
     if (typeof n !== 'number') throw typeError(fn, 'n', 'a number', n);
-    if (!Number.isSafeInteger(n) || n < 0 || n > this.#length) {
-      throw rangeError(fn, `n must be an integer in [0, length = ${this.#length}], received ${n}`);
+    const length = this.length;
+    if (!Number.isSafeInteger(n) || n < 0 || n > length) {
+      throw rangeError(fn, `n must be an integer in [0, length = ${length}], received ${n}`);
     }
-    this.#length = n;
+    for (let b = 0; b < this.batch; b++) this.#lengths[b] = Math.min(this.#lengths[b], n);
   }
 
   /** Empties the cache (the storage is kept). */
   reset(): void {
-    this.#length = 0;
+    this.#lengths.fill(0);
   }
 
   #view(storage: Float32Array, dim: number): StridedTensor {
-    const L = this.#length, rowStride = this.maxLength * dim;
+    const L = this.length, rowStride = this.maxLength * dim;
     const span = L === 0 ? 0 : (this.batch * this.kvHeads - 1) * rowStride + L * dim;
     return {
       data: storage.subarray(0, span),
@@ -160,19 +189,21 @@ export class KVCache {
     return { n: bshd ? shape[1] : shape[2], bshd };
   }
 
-  #copyIn(storage: Float32Array, src: Float32Array, dim: number, n: number, bshd: boolean): void {
-    const H = this.kvHeads, rowStride = this.maxLength * dim, at = this.#length * dim;
+  /** Entry b's last counts[b] of the n positions of src, in at its length. */
+  #copyIn(storage: Float32Array, src: Float32Array, dim: number, n: number, counts: Int32Array, bshd: boolean): void {
+    const H = this.kvHeads, rowStride = this.maxLength * dim;
     for (let b = 0; b < this.batch; b++) {
+      const skip = n - counts[b], at = this.#lengths[b] * dim;
       for (let h = 0; h < H; h++) {
         const dst = (b * H + h) * rowStride + at;
         if (!bshd) {
-          const from = (b * H + h) * n * dim;
-          storage.set(src.subarray(from, from + n * dim), dst);
+          const from = ((b * H + h) * n + skip) * dim;
+          storage.set(src.subarray(from, from + counts[b] * dim), dst);
           continue;
         }
-        for (let t = 0; t < n; t++) {
+        for (let t = skip; t < n; t++) {
           const from = ((b * n + t) * H + h) * dim;
-          storage.set(src.subarray(from, from + dim), dst + t * dim);
+          storage.set(src.subarray(from, from + dim), dst + (t - skip) * dim);
         }
       }
     }

@@ -402,3 +402,34 @@ export function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: num
   }
   return [b, s, heads, hd / heads];
 }
+
+/**
+ * One integer in [0, max] per entry (`count` of them, `countName` in errors),
+ * from an Int32Array or an array of numbers, as a fresh Int32Array:
+ * attention's keyLengths, KVCache.append's lengths. `maxName` names the bound.
+ */
+export function checkLengthList(
+  fn: string,
+  arg: string,
+  value: unknown,
+  count: number,
+  countName: string,
+  max: number,
+  maxName: string,
+): Int32Array {
+  if (!types.isInt32Array(value) && !Array.isArray(value)) {
+    throw typeError(fn, arg, 'an Int32Array or an array of integers, one per batch entry', value);
+  }
+  if (types.isInt32Array(value) && isDetached(value)) throw detachedError(fn, arg);
+  const list = value as ArrayLike<unknown>;
+  if (list.length !== count) throw rangeError(fn, `${arg}.length must be ${countName} = ${count}, received ${list.length}`);
+  const out = new Int32Array(count);
+  for (let i = 0; i < count; i++) {
+    const x = list[i];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > max) {
+      throw rangeError(fn, `${arg}[${i}] must be an integer in [0, ${maxName} = ${max}], received ${String(x)}`);
+    }
+    out[i] = x;
+  }
+  return out;
+}

@@ -3,7 +3,7 @@
  * the seed is in the describe title and in every failure message
  * (replay: MHSA_TEST_SEED=<seed> npx jest test/attention.test.ts).
  */
-import { attention, attentionAsync, type AttentionOptions, type Tensor } from '../lib';
+import { attention, attentionAsync, tensor, type AttentionOptions, type Tensor } from '../lib';
 import {
   SIZES,
   expectBitEqual,
@@ -70,6 +70,8 @@ interface AttnSpec {
   window?: { left?: number; right?: number };
   /** One sink logit per query head, drawn in [-1, 3). */
   sinks?: boolean;
+  /** keyLengths, one per batch entry; the keys past each entry's length are NaN in k and v (never read). */
+  keyLengths?: number[];
   /** For 3-D: pass kvHeads explicitly (default: only when Hkv !== H). For 4-D: also pass heads/kvHeads (redundant). */
   passHeads?: boolean;
 }
@@ -172,6 +174,13 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
     for (let b = 0; b < s.B; b++)
       for (let h = 0; h < Hkv; h++)
         for (let d = 0; d < s.D; d++) k.data[elementIndex(s.layout, s.B, Hkv, s.Skv, s.D, b, h, j, d)] *= 40;
+  if (s.keyLengths)
+    for (let b = 0; b < s.B; b++)
+      for (let h = 0; h < Hkv; h++)
+        for (let j = s.keyLengths[b]; j < s.Skv; j++) {
+          for (let d = 0; d < s.D; d++) k.data[elementIndex(s.layout, s.B, Hkv, s.Skv, s.D, b, h, j, d)] = NaN;
+          for (let d = 0; d < Dv; d++) v.data[elementIndex(s.layout, s.B, Hkv, s.Skv, Dv, b, h, j, d)] = NaN;
+        }
   const opts: AttentionOptions = {};
   if (s.layout === '3d') {
     opts.heads = s.H;
@@ -211,6 +220,8 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
   if (s.window) opts.window = s.window;
   const sinks = s.sinks ? randomFloat32(rng, s.H).map((x) => 2 * x + 1) : undefined;
   if (sinks) opts.sinks = guardedCopy(rng, sinks);
+  // As an Int32Array or as plain numbers, both accepted.
+  if (s.keyLengths) opts.keyLengths = rng() < 0.5 ? Int32Array.from(s.keyLengths) : [...s.keyLengths];
   const built: BuiltAttn = {
     label: label(s),
     q,
@@ -229,6 +240,7 @@ function build(rng: Rng, s: AttnSpec): BuiltAttn {
       softcap: s.softcap,
       window: s.window,
       sinks,
+      keyLengths: s.keyLengths,
     }),
   };
   if (s.out === 'poisoned') {
@@ -601,6 +613,43 @@ describe(`attention: softcap, sliding window, sinks (seed ${SEED})`, () => {
     // Head 1's sink is 0: its six equal keys (logit 1.5/√3) keep 6e^s / (6e^s + 1) of the weight, on v = 1.
     const e = 6 * Math.exp(1.5 / Math.sqrt(3));
     expect(drowned.data[12]).toBeCloseTo(e / (e + 1), 6);
+  });
+});
+
+describe(`attention: keyLengths, a ragged batch (seed ${SEED})`, () => {
+  // Entry 0 has every key, entry 1 none, the rest a random count.
+  const lengths = (rng: Rng, B: number, Skv: number) =>
+    Array.from({ length: B }, (_, b) => (b === 0 ? Skv : b === 1 ? 0 : Math.floor(rng() * (Skv + 1))));
+  caseTest('on the tiled and the decode path, every layout, with causal, windows, sinks and weights', (rng) =>
+    LAYOUTS.flatMap((layout): AttnSpec[] => [
+      { layout, B: 3, H: 4, Hkv: 2, Sq: 1, Skv: 197, D: 32, causal: true, keyLengths: lengths(rng, 3, 197) },
+      { layout, B: 3, H: 2, Sq: 3, Skv: 65, D: 17, window: { left: 9 }, causal: true, sinks: true, keyLengths: lengths(rng, 3, 65) },
+      { layout, B: 3, H: 2, Sq: 65, Skv: 197, D: 16, causal: true, returnWeights: true, out: 'poisoned', keyLengths: lengths(rng, 3, 197) },
+      { layout, B: 4, H: 4, Hkv: 1, Sq: 17, Skv: 1000, D: 64, softcap: 5, padding: 'u8', maskShape: [17, 1000], keyLengths: lengths(rng, 4, 1000) },
+      { layout, B: 3, H: 2, Sq: 4, Skv: 1601, D: 64, Dv: 24, returnWeights: true, keyLengths: lengths(rng, 3, 1601) },
+    ]),
+  );
+
+  test('one call over a ragged batch equals one call per entry over its own keys, sync and async', async () => {
+    const rng = rngFor(SEED, 'keyLengths per entry');
+    const B = 3, H = 4, Hkv = 2, Sq = 2, Skv = 70, D = 16;
+    const q = tensor(randomFloat32(rng, B * H * Sq * D), [B, H, Sq, D]);
+    const k = tensor(randomFloat32(rng, B * Hkv * Skv * D), [B, Hkv, Skv, D]);
+    const v = tensor(randomFloat32(rng, B * Hkv * Skv * D), [B, Hkv, Skv, D]);
+    const keyLengths = [70, 33, 5];
+    const options = { causal: true, window: { left: 20 } };
+    const whole = attention(q, k, v, { ...options, keyLengths });
+    expect(Array.from((await attentionAsync(q, k, v, { ...options, keyLengths })).data)).toEqual(Array.from(whole.data));
+    for (let b = 0; b < B; b++) {
+      const L = keyLengths[b];
+      const firstKeys = (x: Tensor) => {
+        const t = new Float32Array(Hkv * L * D);
+        for (let h = 0; h < Hkv; h++) t.set(x.data.subarray(((b * Hkv + h) * Skv) * D, ((b * Hkv + h) * Skv + L) * D), h * L * D);
+        return tensor(t, [1, Hkv, L, D]);
+      };
+      const one = attention(tensor(q.data.slice(b * H * Sq * D, (b + 1) * H * Sq * D), [1, H, Sq, D]), firstKeys(k), firstKeys(v), options);
+      expectClose(whole.data.subarray(b * H * Sq * D, (b + 1) * H * Sq * D), one.data, TOL, { seed: SEED, label: `entry ${b}`, shape: [1, H, Sq, D] });
+    }
   });
 });
 

@@ -83,6 +83,12 @@ function detached(n = 6): Float32Array {
   return a;
 }
 
+function detachedInt32(n: number): Int32Array {
+  const a = new Int32Array(n);
+  structuredClone(a.buffer, { transfer: [a.buffer] });
+  return a;
+}
+
 function detachedBytes(n: number): Uint8Array {
   const a = new Uint8Array(n);
   structuredClone(a.buffer, { transfer: [a.buffer] });
@@ -463,6 +469,16 @@ const attentionRows: Row[] = [];
   add('sinks of the wrong length', (op) => qkv(op, { sinks: new Float32Array(3) }), 'RangeError',
     /options\.sinks must hold one logit per query head \(2\), received 3/);
   add('sinks a Float64Array', (op) => qkv(op, { sinks: new Float64Array(2) }), 'TypeError', /for options\.sinks but received Float64Array\(2\)/);
+  add('keyLengths a number', (op) => qkv(op, { keyLengths: 3 }), 'TypeError',
+    /expected an Int32Array or an array of integers, one per batch entry for options\.keyLengths but received the number 3/);
+  add('keyLengths a Float32Array', (op) => qkv(op, { keyLengths: new Float32Array(1) }), 'TypeError', /for options\.keyLengths but received Float32Array\(1\)/);
+  add('keyLengths detached', (op) => qkv(op, { keyLengths: detachedInt32(1) }), 'TypeError', /options\.keyLengths .*detached/);
+  add('keyLengths of the wrong length', (op) => qkv(op, { keyLengths: [3, 3] }), 'RangeError', /options\.keyLengths\.length must be batch = 1, received 2/);
+  add('keyLengths past seqKV', (op) => qkv(op, { keyLengths: [4] }), 'RangeError', /options\.keyLengths\[0\] must be an integer in \[0, seqKV = 3\], received 4/);
+  add('keyLengths negative', (op) => qkv(op, { keyLengths: Int32Array.of(-1) }), 'RangeError', /options\.keyLengths\[0\] must be an integer in \[0, seqKV = 3\], received -1/);
+  add('keyLengths fractional', (op) => qkv(op, { keyLengths: [1.5] }), 'RangeError', /options\.keyLengths\[0\] must be an integer/);
+  add('keyLengths NaN', (op) => qkv(op, { keyLengths: [NaN] }), 'RangeError', /received NaN/);
+  add("keyLengths ['3']", (op) => qkv(op, { keyLengths: ['3'] }), 'RangeError', /options\.keyLengths\[0\] must be an integer/);
   add('unknown option', (op) => qkv(op, { dropout: 0.1 }), 'TypeError', /unknown key "dropout" in options; expected one of layout, heads/);
   add('unknown option (typo of kvHeads)', (op) => qkv(op, { kvheads: 2 }), 'TypeError', /unknown key "kvheads" in options/);
 
@@ -810,16 +826,16 @@ interface AtSpec {
   layout: number; q: unknown; qShape: number[]; k: unknown; kShape: number[]; v: unknown; vShape: number[];
   out: unknown; outShape: number[]; hasScale: number; scale: number; causal: number;
   mask: unknown; maskShape: number[] | null; pad: unknown; weights: unknown; desc?: unknown;
-  softcap: number; windowLeft: number; windowRight: number; sinks: unknown;
+  softcap: number; windowLeft: number; windowRight: number; sinks: unknown; keyLengths: unknown;
 }
 /** A valid attention call, bhsd [1,2,3,4]. */
 const atSpec = (): AtSpec => ({
   layout: 0, q: rnd(24), qShape: QS, k: rnd(24), kShape: QS, v: rnd(24), vShape: QS, out: f32(24), outShape: QS,
   hasScale: 0, scale: 0, causal: 0, mask: null, maskShape: null, pad: null, weights: null,
-  softcap: 0, windowLeft: -1, windowRight: -1, sinks: null,
+  softcap: 0, windowLeft: -1, windowRight: -1, sinks: null, keyLengths: null,
 });
 const atArgs = (s: AtSpec = atSpec()): unknown[] => [
-  s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights, s.sinks,
+  s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights, s.sinks, s.keyLengths,
   s.desc ?? new Float64Array([
     s.layout, ...packShape(s.qShape), ...packShape(s.kShape), ...packShape(s.vShape), ...packShape(s.outShape),
     s.hasScale, s.scale, s.causal, ...packShape(s.maskShape), s.softcap, s.windowLeft, s.windowRight,
@@ -959,6 +975,14 @@ const nativeRows: NativeRow[] = [];
   addA('window.right 0.5', (s) => set(s, { windowRight: 0.5 }), 'RangeError');
   addA('sinks of the wrong length', (s) => set(s, { sinks: rnd(3) }), 'RangeError');
   addA('sinks a Float64Array', (s) => set(s, { sinks: new Float64Array(2) }), 'TypeError');
+  addA('keyLengths of the wrong length', (s) => set(s, { keyLengths: new Int32Array(2) }), 'RangeError');
+  addA('keyLengths past seqKV', (s) => set(s, { keyLengths: Int32Array.of(4) }), 'RangeError');
+  addA('keyLengths negative', (s) => set(s, { keyLengths: Int32Array.of(-1) }), 'RangeError');
+  addA('keyLengths a Float32Array', (s) => set(s, { keyLengths: f32(1) }), 'TypeError');
+  addA('out overlaps keyLengths', (s, w) => {
+    const buf = new ArrayBuffer(100);
+    return set(s, { out: w.out(new Float32Array(buf, 0, 24)), keyLengths: new Int32Array(buf, 92, 1) });
+  }, 'RangeError');
   addA('out overlaps sinks', (s, w) => {
     const buf = rnd(25);
     return set(s, { out: w.out(buf.subarray(0, 24)), sinks: buf.subarray(23, 25) });

@@ -180,6 +180,42 @@ describe(`MultiHeadSelfAttention as a decoder layer (seed ${SEED})`, () => {
     });
   }
 
+  for (const [name, l] of [['LLaMA-style', LLAMA], ['Gemma/gpt-oss-style', GEMMA_LIKE]] as const) {
+    test(`${name}: a ragged batch (left-padded chunks with lengths, then decode steps) equals each entry run alone`, async () => {
+      const rng = rngFor(SEED, `${name} ragged`);
+      const p = makeParams(rng, l);
+      const block = new MultiHeadSelfAttention(config(l, p));
+      // Two ragged chunks (a prompt, then more of it), then one-token steps for every entry.
+      const chunks = [[7, 3, 0], [2, 4, 1]], steps = 3, B = 3, dim = l.dim;
+      const totals = [0, 1, 2].map((b) => chunks[0][b] + chunks[1][b] + steps);
+      const own = totals.map((n) => randomFloat32(rng, n * dim));
+      const got = totals.map((n) => new Float32Array(n * dim));
+      const done = [0, 0, 0];
+      const maxLength = Math.max(...totals);
+      const cache = new KVCache({ batch: B, kvHeads: l.kvHeads, headDim: l.dimHead, maxLength });
+      const asyncCache = new KVCache({ batch: B, kvHeads: l.kvHeads, headDim: l.dimHead, maxLength });
+      const run = async (counts: number[], ragged: boolean) => {
+        const N = Math.max(...counts);
+        const x = new Float32Array(B * N * dim);
+        counts.forEach((n, b) => x.set(own[b].subarray(done[b] * dim, (done[b] + n) * dim), (b * N + N - n) * dim));
+        const options = ragged ? { causal: true, lengths: Int32Array.from(counts) } : { causal: true };
+        const y = block.forward(tensor(x, [B, N, dim]), { cache, ...options });
+        const yAsync = await block.forwardAsync(tensor(x, [B, N, dim]), { cache: asyncCache, ...options });
+        expectBitEqual(yAsync.data, y.data, { seed: SEED, label: `${name}: ragged async, ${counts}` });
+        counts.forEach((n, b) => {
+          got[b].set(y.data.subarray((b * N + N - n) * dim, (b + 1) * N * dim), done[b] * dim);
+          done[b] += n;
+        });
+        expect(Array.from(cache.lengths)).toEqual(done);
+      };
+      for (const counts of chunks) await run(counts, true);
+      for (let t = 0; t < steps; t++) await run([1, 1, 1], false);
+      totals.forEach((n, b) => {
+        expectClose(got[b], reference(l, p, own[b], 1, n), 1e-5, { seed: SEED, label: `${name}: ragged entry ${b}`, shape: [1, n, dim] });
+      });
+    });
+  }
+
   test("fromTorch reads Hugging Face's narrower k_proj/v_proj (GQA) and gives the constructor's bits", () => {
     const rng = rngFor(SEED, 'fromTorch');
     const l = LLAMA;
@@ -218,6 +254,9 @@ describe(`MultiHeadSelfAttention as a decoder layer (seed ${SEED})`, () => {
     fail(() => block.forward(tensor(randomFloat32(rng, 64), [1, 1, 64]), { cache, returnWeights: true } as never), /options\.returnWeights is not available/);
     fail(() => block.forward(tensor(randomFloat32(rng, 63), [1, 1, 63]), { cache }), /x\.shape\[2\] \(dim\) must equal the block's dim = 64, received 63/);
     expect(() => block.forward(x3, { cache: {} as never })).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/options\.cache/) }));
+    fail(() => block.forward(tensor(randomFloat32(rng, 2 * 64), [1, 2, 64]), { cache, lengths: [3] }), /options\.lengths\[0\] must be an integer in \[0, tokens = 2\], received 3/);
+    fail(() => block.forward(tensor(randomFloat32(rng, 2 * 64), [1, 2, 64]), { cache, lengths: [2, 2] }), /options\.lengths\.length must be batch = 1, received 2/);
+    fail(() => block.forward(tensor(randomFloat32(rng, 2 * 64), [1, 2, 64]), { lengths: [2] }), /options\.lengths needs options\.cache/);
     expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), kvHeads: 3 })).toThrow(/config\.heads = 4 must be a multiple of config\.kvHeads, received 3/);
   });
 });

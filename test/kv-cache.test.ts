@@ -137,6 +137,72 @@ describe(`KVCache (seed ${SEED})`, () => {
     expect(() => new KVCache({ batch: 1, kvHeads: 1, headDim: 4, maxLength: 5, extra: 1 } as never)).toThrow(/extra/);
   });
 
+  test('a ragged batch: each entry takes the last lengths[b] positions at its own length, and attention with keyLengths sees its own keys', async () => {
+    const rng = rngFor(SEED, 'ragged');
+    const B = 3, Hkv = 2, H = 4, D = 8, Dv = 5, max = 40;
+    const cache = new KVCache({ batch: B, kvHeads: Hkv, headDim: D, valueDim: Dv, maxLength: max });
+    // Each entry's own keys and values, appended in three rounds of different ragged counts (left-padded).
+    const own = Array.from({ length: B }, () => ({ k: [] as number[][], v: [] as number[][] }));
+    const rounds: [number, number[]][] = [[6, [6, 2, 0]], [3, [1, 3, 3]], [1, [1, 1, 1]]];
+    for (const [n, lengths] of rounds) {
+      const k = randomTensor(rng, [B, Hkv, n, D]), v = randomTensor(rng, [B, Hkv, n, Dv]);
+      cache.append(k, v, { lengths: n === 3 ? Int32Array.from(lengths) : lengths });
+      for (let b = 0; b < B; b++)
+        for (let t = n - lengths[b]; t < n; t++)
+          for (let h = 0; h < Hkv; h++) {
+            (own[b].k[h] ??= []).push(...k.data.subarray(((b * Hkv + h) * n + t) * D, ((b * Hkv + h) * n + t + 1) * D));
+            (own[b].v[h] ??= []).push(...v.data.subarray(((b * Hkv + h) * n + t) * Dv, ((b * Hkv + h) * n + t + 1) * Dv));
+          }
+    }
+    expect(Array.from(cache.lengths)).toEqual([8, 6, 4]);
+    expect(cache.length).toBe(8);
+    expect(cache.keys.shape).toEqual([B, Hkv, 8, D]);
+    const keys = denseCopy(cache.keys), values = denseCopy(cache.values);
+    for (let b = 0; b < B; b++)
+      for (let h = 0; h < Hkv; h++) {
+        const at = (b * Hkv + h) * 8;
+        expect(Array.from(keys.data.subarray(at * D, (at + cache.lengths[b]) * D))).toEqual(Array.from(Float32Array.from(own[b].k[h])));
+        expect(Array.from(values.data.subarray(at * Dv, (at + cache.lengths[b]) * Dv))).toEqual(Array.from(Float32Array.from(own[b].v[h])));
+      }
+    // A step of 2 left-padded queries (entry 2 has 1 real one), causal: each entry's rows against its own keys.
+    const q = randomTensor(rng, [B, H, 2, D]);
+    const options = { causal: true, keyLengths: cache.lengths };
+    const out = attention(q, cache.keys, cache.values, options);
+    expect(Array.from((await attentionAsync(q, cache.keys, cache.values, options)).data)).toEqual(Array.from(out.data));
+    for (let b = 0; b < B; b++) {
+      const L = cache.lengths[b];
+      const kb = Float32Array.from(own[b].k.flat()), vb = Float32Array.from(own[b].v.flat());
+      const qb = q.data.slice(b * H * 2 * D, (b + 1) * H * 2 * D);
+      const ref = refAttention(qb, [1, H, 2, D], kb, [1, Hkv, L, D], vb, [1, Hkv, L, Dv], { causal: true });
+      expectClose(out.data.subarray(b * H * 2 * Dv, (b + 1) * H * 2 * Dv), ref.output.data, 1e-5, { seed: SEED, label: `entry ${b}`, shape: [1, H, 2, Dv] });
+    }
+    cache.truncate(5);
+    expect(Array.from(cache.lengths)).toEqual([5, 5, 4]);
+    cache.reset();
+    expect(Array.from(cache.lengths)).toEqual([0, 0, 0]);
+  });
+
+  test('a ragged append past maxLength for one entry, or with bad lengths, throws and writes nothing', () => {
+    const rng = rngFor(SEED, 'ragged bad');
+    const cache = new KVCache({ batch: 2, kvHeads: 1, headDim: 4, maxLength: 5 });
+    const four = randomTensor(rng, [2, 1, 4, 4]);
+    cache.append(four, four, { lengths: [4, 1] });
+    const before = denseCopy(cache.keys).data.slice();
+    const fail = (fn: () => unknown, name: string, message: RegExp) => {
+      expect(fn).toThrow(expect.objectContaining({ name, message: expect.stringMatching(message) }));
+      expect(Array.from(cache.lengths)).toEqual([4, 1]);
+      expect(denseCopy(cache.keys).data).toEqual(before);
+    };
+    const two = randomTensor(rng, [2, 1, 2, 4]);
+    fail(() => cache.append(two, two), 'RangeError', /appending 2 positions to batch entry 0's 4 would pass maxLength = 5/);
+    fail(() => cache.append(two, two, { lengths: [1, 3] }), 'RangeError', /options\.lengths\[1\] must be an integer in \[0, n \(the positions appended\) = 2\], received 3/);
+    fail(() => cache.append(two, two, { lengths: [1] }), 'RangeError', /options\.lengths\.length must be batch = 2, received 1/);
+    fail(() => cache.append(two, two, { lengths: 2 as never }), 'TypeError', /options\.lengths/);
+    fail(() => cache.append(two, two, { lengths: [0.5, 1] }), 'RangeError', /options\.lengths\[0\] must be an integer/);
+    cache.append(two, two, { lengths: [1, 2] });
+    expect(Array.from(cache.lengths)).toEqual([5, 3]);
+  });
+
   test('only attention reads the strided views; bad strides are named', () => {
     const rng = rngFor(SEED, 'strided');
     const cache = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 6 });

@@ -15,7 +15,8 @@
  *   seqKV − seqQ (bottom-right). An ONNX frontier further left is the same as
  *   attending over fewer keys (a view of the first ones); further right, a
  *   window reaching that far right.
- * - nonpad_kv_seqlen: one call per batch entry over its valid keys (a view).
+ * - nonpad_kv_seqlen: attention's keyLengths (with a past: one call per batch
+ *   entry over its valid keys, a view).
  * - a boolean mask: the additive mask 0 / −Infinity; a mask narrower than the
  *   keys is padded with −Infinity, as ONNX pads it.
  */
@@ -219,8 +220,10 @@ function viaMhsa(c: OnnxCase, x: Inputs) {
     values = cache.values;
   }
   const Y = new Float32Array(B * H * Sq * Dv);
-  // One call per batch entry with nonpad_kv_seqlen (its valid keys only), else one call.
-  const entries = c.nonpad ? c.nonpad.map((n, b) => ({ b, valid: n })) : [{ b: -1, valid: keys.shape[2] }];
+  // nonpad_kv_seqlen without a past is keyLengths (ONNX aligns each entry's queries to its own valid
+  // keys, as keyLengths does): one call. With a past, one call per batch entry over its valid keys.
+  const perEntry = c.nonpad !== undefined && c.past !== undefined;
+  const entries = perEntry ? c.nonpad!.map((n, b) => ({ b, valid: n })) : [{ b: -1, valid: keys.shape[2] }];
   for (const { b, valid } of entries) {
     let kk = b < 0 ? keys : batchEntry(keys, b);
     let vv = b < 0 ? values : batchEntry(values, b);
@@ -228,6 +231,7 @@ function viaMhsa(c: OnnxCase, x: Inputs) {
     const offset = c.nonpad && !c.past ? valid - Sq : c.past ?? 0;
     let seqKV = valid;
     const options: AttentionOptions = {};
+    if (c.nonpad && !perEntry) options.keyLengths = c.nonpad;
     if (c.softcap !== undefined) options.softcap = c.softcap;
     if (c.causal || c.left !== undefined || c.right !== undefined) {
       let delta = offset - (seqKV - Sq);

@@ -19,6 +19,7 @@ import { matmul, matmulAsync } from '../matmul';
 import { rope, ropeAsync } from '../rope';
 import {
   checkKeyPaddingMask,
+  checkLengthList,
   checkNoAlias,
   checkTensor,
   resultTensor,
@@ -31,11 +32,13 @@ import type { BlockWeights } from './config';
 import { checkBlockInput } from './forward-args';
 import type { MultiHeadSelfAttentionForwardOptions } from './types';
 
-const DECODER_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out', 'cache'] as const;
+const DECODER_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out', 'cache', 'lengths'] as const;
 
-/** Whether a forward call carries a cache (and so takes the decoder path whatever the block). */
+/** Whether a forward call carries a cache or ragged lengths (and so takes the decoder path whatever the block). */
 export function hasCache(options: unknown): boolean {
-  return typeof options === 'object' && options !== null && (options as { cache?: unknown }).cache !== undefined;
+  if (typeof options !== 'object' || options === null) return false;
+  const o = options as { cache?: unknown; lengths?: unknown };
+  return o.cache !== undefined || o.lengths !== undefined;
 }
 
 /** A cache view [batch, kvHeads, length, dim] seen as 'bshd' [batch, length, kvHeads, dim]: the same elements. */
@@ -60,8 +63,12 @@ interface DecoderPlan {
   cache?: KVCache;
   causal: boolean;
   attnOptions: AttentionOptions;
-  /** The first token's position: the cache's length, or 0. */
+  /** The first token's position: the cache's length, or 0, when every entry has it. */
   offset: number;
+  /** Otherwise each token's position, [batch, tokens] (a ragged cache or ragged tokens). */
+  positions?: Int32Array;
+  /** Real tokens per batch entry (options.lengths): x's last lengths[b]. */
+  lengths?: Int32Array;
 }
 
 function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadSelfAttentionForwardOptions | undefined): DecoderPlan {
@@ -72,6 +79,11 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
     throw rangeError(fn, 'options.returnWeights is not available with a cache, grouped heads, RoPE or RMSNorm, received true');
   }
   let cache: KVCache | undefined;
+  let lengths: Int32Array | undefined;
+  if (opts.lengths !== undefined) {
+    if (opts.cache === undefined) throw rangeError(fn, 'options.lengths needs options.cache (the keys of padded tokens are left out of it)');
+    lengths = checkLengthList(fn, 'options.lengths', opts.lengths, batch, 'batch', tokens, 'tokens');
+  }
   if (opts.cache !== undefined) {
     if (!(opts.cache instanceof KVCache)) throw typeError(fn, 'options.cache', 'a KVCache', opts.cache);
     cache = opts.cache;
@@ -84,13 +96,22 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
           `received ${got.join(', ')}`,
       );
     }
-    if (cache.length + tokens > cache.maxLength) {
-      throw rangeError(fn, `options.cache holds ${cache.length} of ${cache.maxLength} positions: no room for ${tokens} more`);
+    const held = cache.lengths;
+    for (let b = 0; b < batch; b++) {
+      const adding = lengths ? lengths[b] : tokens;
+      if (held[b] + adding > cache.maxLength) {
+        const entry = batch > 1 ? ` (batch entry ${b})` : '';
+        throw rangeError(fn, `options.cache holds ${held[b]} of ${cache.maxLength} positions${entry}: no room for ${adding} more`);
+      }
     }
   }
-  const keys = (cache ? cache.length : 0) + tokens;
+  const before = cache ? cache.lengths : new Int32Array(batch);
+  const after = before.map((n, b) => n + (lengths ? lengths[b] : tokens));
+  const keys = Math.max(0, ...after);
+  const ragged = after.some((n) => n !== keys);
   const { softcap, window, sinks } = w.decoderSettings;
   const attnOptions: AttentionOptions = { layout: 'bshd', causal };
+  if (ragged) attnOptions.keyLengths = after;
   if (softcap !== undefined) attnOptions.softcap = softcap;
   if (window !== undefined) attnOptions.window = window;
   if (sinks !== undefined) attnOptions.sinks = sinks;
@@ -107,6 +128,16 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
   for (const [name, data] of w.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
+  // Entry b's real tokens are its last ones, at positions from its own length on; the padding
+  // before them is placed at 0 (its rows are not used).
+  let positions: Int32Array | undefined;
+  if (ragged || before.some((n) => n !== before[0])) {
+    positions = new Int32Array(batch * tokens);
+    for (let b = 0; b < batch; b++) {
+      const skip = tokens - (lengths ? lengths[b] : tokens);
+      for (let t = 0; t < tokens; t++) positions[b * tokens + t] = Math.max(0, before[b] + t - skip);
+    }
+  }
   return {
     x: { data: tx.data, shape: [batch, tokens, w.dim] },
     batch,
@@ -115,7 +146,9 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
     cache,
     causal,
     attnOptions,
-    offset: cache ? cache.length : 0,
+    offset: before[0] ?? 0,
+    positions,
+    lengths,
   };
 }
 
@@ -133,9 +166,16 @@ function splitAndStore(w: BlockWeights, p: DecoderPlan, qkv: Float32Array) {
   };
 }
 
-function ropeOptions(w: BlockWeights, heads: number, offset: number, out: Tensor) {
+function ropeOptions(w: BlockWeights, heads: number, p: DecoderPlan, out: Tensor) {
   const r = w.decoderSettings.rope!;
-  return { heads, offset, out, ...(r.theta !== undefined ? { theta: r.theta } : {}), ...(r.rotaryDim !== undefined ? { rotaryDim: r.rotaryDim } : {}), interleaved: r.interleaved ?? false };
+  return {
+    heads,
+    out,
+    ...(p.positions ? { positions: p.positions } : { offset: p.offset }),
+    ...(r.theta !== undefined ? { theta: r.theta } : {}),
+    ...(r.rotaryDim !== undefined ? { rotaryDim: r.rotaryDim } : {}),
+    interleaved: r.interleaved ?? false,
+  };
 }
 
 /** Appends k and v to the cache (if any) and returns what attention reads as k and v, 'bshd'. */
@@ -144,7 +184,7 @@ function keysAndValues(w: BlockWeights, p: DecoderPlan, k: Tensor, v: Tensor): [
     const shape = [p.batch, p.tokens, w.kvHeads, w.dimHead];
     return [{ data: k.data, shape }, { data: v.data, shape }];
   }
-  p.cache.append(k, v);
+  p.cache.append(k, v, p.lengths ? { lengths: p.lengths } : undefined);
   return [asBshd(p.cache.keys), asBshd(p.cache.values)];
 }
 
@@ -174,8 +214,8 @@ export function decoderForward(fn: string, w: BlockWeights, x: TensorLike, optio
   const qkv = matmul({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
   const { q, k, v } = splitAndStore(w, p, qkv.data);
   if (w.decoderSettings.rope) {
-    rope(q, ropeOptions(w, w.heads, p.offset, q));
-    rope(k, ropeOptions(w, w.kvHeads, p.offset, k));
+    rope(q, ropeOptions(w, w.heads, p, q));
+    rope(k, ropeOptions(w, w.kvHeads, p, k));
   }
   const [keys, values] = keysAndValues(w, p, k, v);
   const { o, o2, out2 } = outputs(w, p);
@@ -201,7 +241,7 @@ export async function decoderForwardAsync(
   const qkv = await matmulAsync({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
   const { q, k, v } = splitAndStore(w, p, qkv.data);
   if (w.decoderSettings.rope) {
-    await Promise.all([ropeAsync(q, ropeOptions(w, w.heads, p.offset, q)), ropeAsync(k, ropeOptions(w, w.kvHeads, p.offset, k))]);
+    await Promise.all([ropeAsync(q, ropeOptions(w, w.heads, p, q)), ropeAsync(k, ropeOptions(w, w.kvHeads, p, k))]);
   }
   const [keys, values] = keysAndValues(w, p, k, v);
   const { o, o2, out2 } = outputs(w, p);

@@ -81,9 +81,16 @@ export interface MultiHeadSelfAttentionForwardOptions {
    * at positions from `cache.length` on, appended to the cache, and attend over the whole cache: a
    * prefill with many tokens, then decode steps with one. The mask, if any, then broadcasts to
    * [batch, heads, tokens, cache.length + tokens]; returnWeights is not available. One call at a
-   * time per cache.
+   * time per cache. Each batch entry continues from its own length (`cache.lengths`).
    */
   cache?: KVCache;
+  /**
+   * With a cache, for a batch of prompts of different lengths: the real tokens of each batch
+   * entry (one integer in [0, tokens] per entry), which are x's last lengths[b] tokens (prompts
+   * padded on the left, as decoder-only generation batches them). Only those are appended;
+   * each entry's rows attend over its own keys. The padding rows' outputs are meaningless.
+   */
+  lengths?: Int32Array | readonly number[];
 }
 
 /** The result of a forward pass with `returnWeights: true`. */

@@ -14,15 +14,17 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep
   JsBuffer pad = optionalByteArg(args[5], fn, "keyPaddingMask");
   JsBuffer weights = optionalFloatArg(args[6], fn, "weights");
   JsBuffer sinks = optionalFloatArg(args[7], fn, "sinks");
+  JsBuffer keyLengths = optionalInt32Arg(args[8], fn, "keyLengths");
   AttentionCall call;
-  throwIfError(env, prepareAttention(descriptorArg(args[8], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
-                                     weights.arg, sinks.arg, &call));
-  keep->insert(keep->end(), {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value, sinks.value});
+  throwIfError(env, prepareAttention(descriptorArg(args[9], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
+                                     weights.arg, sinks.arg, keyLengths.arg, &call));
+  keep->insert(keep->end(), {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value, sinks.value,
+                             keyLengths.value});
   return call;
 }
 
 Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
-  return runOp<AttentionCall, unwrapAttention>(info, "attention", 9);
+  return runOp<AttentionCall, unwrapAttention>(info, "attention", 10);
 }
 
 }  // namespace mhsa

@@ -16,8 +16,8 @@ constexpr uint32_t kMaxStages = 8;
 
 using StageCall = std::variant<MatmulCall, AttentionCall, LayerNormCall>;
 
-// The most arguments any stage's op takes (attention's nine).
-constexpr uint32_t kMaxStageArgs = 9;
+// The most arguments any stage's op takes (attention's ten).
+constexpr uint32_t kMaxStageArgs = 10;
 
 // One stage as read out of the JS array: its kind and its arguments.
 struct StageValues {

@@ -400,9 +400,21 @@ void fuzzOne(const uint8_t* data, size_t size) {
       const int64_t wExpected = b >= 0 && h >= 0 && sq >= 0 && skv >= 0 ? countOf({b, h, sq, skv}) : -1;
       BufferArg weights = floatBuffer(bufs, planBuffer(in, wExpected, true));
       BufferArg sinks = floatBuffer(bufs, planBuffer(in, h, true));
+      // keyLengths: mostly within [0, seqKV], now and then past either end.
+      const BufferPlan lengthsPlan = planBuffer(in, b, true);
+      BufferArg keyLengths;
+      if (lengthsPlan.present) {
+        bufs.ints.assign(static_cast<size_t>(lengthsPlan.length), 0);
+        for (size_t i = 0; i < bufs.ints.size(); ++i) {
+          const uint8_t pick = in.next();
+          const int64_t value = pick < 8 ? std::max<int64_t>(skv, 0) + pick - 4 : skv > 0 ? in.next() % (skv + 1) : 0;
+          bufs.ints[i] = static_cast<int32_t>(std::clamp<int64_t>(value, INT32_MIN, INT32_MAX));
+        }
+        keyLengths = {bufs.ints.data(), lengthsPlan.length, true};
+      }
       aliasOut(in, bufs, &q, &out);
       AttentionCall call;
-      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, sinks, &call).ok()) return;
+      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, sinks, keyLengths, &call).ok()) return;
       const AttentionProblem& p = call.problem;
       if (static_cast<double>(p.batch) * p.heads * p.seqQ * p.seqKV * (p.headDim + p.headDimV + 1) > kMaxWork)
         return;

@@ -54,10 +54,11 @@ inline float maskToBase2(float m) {
 struct KeyRange {
   int64_t lo, hi;
 };
-inline KeyRange visibleRange(const AttentionProblem& p, int64_t i) {
-  const int64_t pos = i + (p.seqKV - p.seqQ);
-  const int64_t lo = p.windowLeft < 0 ? 0 : std::clamp<int64_t>(pos - p.windowLeft, 0, p.seqKV);
-  int64_t hi = p.seqKV;
+inline KeyRange visibleRange(const AttentionProblem& p, int64_t b, int64_t i) {
+  const int64_t keys = p.keyLengths ? p.keyLengths[b] : p.seqKV;
+  const int64_t pos = i + (keys - p.seqQ);
+  const int64_t lo = p.windowLeft < 0 ? 0 : std::clamp<int64_t>(pos - p.windowLeft, 0, keys);
+  int64_t hi = keys;
   if (p.causal) hi = std::min(hi, pos + 1);
   if (p.windowRight >= 0) hi = std::min(hi, pos + p.windowRight + 1);
   return {lo, std::max(hi, lo)};
@@ -263,7 +264,7 @@ void scoresExp2Block(const KernelTable& kt, const PackedKV& kv, int64_t headDim,
 void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV& kv, int64_t b, int64_t h,
                int64_t i0, int64_t i1) {
   const int64_t R = i1 - i0;
-  const KeyRange firstRange = visibleRange(p, i0), lastRange = visibleRange(p, i1 - 1);
+  const KeyRange firstRange = visibleRange(p, b, i0), lastRange = visibleRange(p, b, i1 - 1);
   const int64_t kStart = firstRange.lo / kt.mr * kt.mr;
   const int64_t kEnd = lastRange.hi;
   const int64_t keys = std::max<int64_t>(0, kEnd - kStart);
@@ -395,7 +396,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
       }
       if (windowed) {
         for (int64_t r = 0; r < R; ++r) {
-          const KeyRange range = visibleRange(p, i0 + r);
+          const KeyRange range = visibleRange(p, b, i0 + r);
           for (int64_t j = kc0; j < std::min(range.lo, kc0 + kbc); ++j) sc[(j - kc0) * R + r] = kNegInf;
           for (int64_t j = std::max(kc0, range.hi); j < kc0 + kbc; ++j) sc[(j - kc0) * R + r] = kNegInf;
         }
@@ -523,7 +524,7 @@ bool decodeRowSoftmax(const AttentionProblem& p, const KernelTable& kt, const De
     for (int64_t j = 0; j < n; ++j)
       if (pad[j]) row[j] = kNegInf;
   }
-  const KeyRange range = visibleRange(p, i);
+  const KeyRange range = visibleRange(p, grp.b, i);
   for (int64_t j = 0; j < std::min(range.lo - j0, n); ++j) row[j] = kNegInf;
   for (int64_t j = std::max<int64_t>(range.hi - j0, 0); j < n; ++j) row[j] = kNegInf;
 
@@ -567,6 +568,12 @@ bool decodeRowSoftmax(const AttentionProblem& p, const KernelTable& kt, const De
 // The group's partial states over keys [j0, j1): states[u * (headDimV + 2)].
 void decodePartial(const AttentionProblem& p, const KernelTable& kt, const DecodeGroup& grp, int64_t j0, int64_t j1,
                    float* states) {
+  // Keys past the entry's last visible one (its own length, with keyLengths) are not computed;
+  // their weights are zeros.
+  const int64_t jEnd = std::clamp(visibleRange(p, grp.b, p.seqQ - 1).hi, j0, std::max(j0, j1));
+  if (p.weights)
+    for (int64_t u = 0; u < grp.queries && jEnd < j1; ++u) std::fill(grp.weightsRow(p, u) + jEnd, grp.weightsRow(p, u) + j1, 0.0f);
+  j1 = jEnd;
   const int64_t n = std::max<int64_t>(0, j1 - j0), G = grp.queries, D = p.headDim;
   float* scores = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::max<int64_t>(n * G, 1)));
   float* q = scratchFloats(ScratchSlot::AttentionRow, static_cast<size_t>(G * D + 1));
@@ -630,9 +637,14 @@ void decodeForward(const AttentionProblem& p, const KernelTable& kt) {
   const int64_t groups = p.batch * p.kvHeads;
   const int64_t queries = (p.heads / p.kvHeads) * p.seqQ;
   // The keys some query of a group sees: from the first row's window start
-  // to the last row's end (rows differ only along the window's edges).
-  const KeyRange first = visibleRange(p, 0), last = visibleRange(p, p.seqQ - 1);
-  const int64_t lo = first.lo, hi = last.hi;
+  // to the last row's end (rows differ only along the window's edges), over
+  // every batch entry (decodePartial stops at each entry's own end).
+  int64_t lo = p.seqKV, hi = 0;
+  for (int64_t b = 0; b < (p.keyLengths ? p.batch : 1); ++b) {
+    lo = std::min(lo, visibleRange(p, b, 0).lo);
+    hi = std::max(hi, visibleRange(p, b, p.seqQ - 1).hi);
+  }
+  hi = std::max(hi, lo);
   // Split each group's keys when groups alone cannot keep every thread busy,
   // in parts of at least kDecodeMinKeysPerPart keys (below that the merge costs more).
   constexpr int64_t kDecodeMinKeysPerPart = 512;

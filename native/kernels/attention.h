@@ -21,9 +21,10 @@ struct AttentionProblem {
   float* out;  // strides as in outView (its data pointer is ignored)
   Strided4 outView;
   float scale;
-  // Query i sits at key position pos = i + (seqKV - seqQ) and sees keys
-  // [pos - windowLeft, pos + windowRight] (a side < 0 is unlimited); causal
-  // caps the right side at 0.
+  // Query i of batch entry b sits at key position pos = i + (L_b - seqQ) and
+  // sees keys [pos - windowLeft, pos + windowRight] of [0, L_b) (a side < 0 is
+  // unlimited); causal caps the right side at 0. L_b = keyLengths[b], or
+  // seqKV without keyLengths.
   bool causal;
   int64_t windowLeft, windowRight;
   float softcap;        // 0: none
@@ -33,6 +34,7 @@ struct AttentionProblem {
   int64_t maskStride[4];
   const uint8_t* keyPadding;  // [batch, seqKV], nonzero = ignore that key; may be null
   float* weights;             // contiguous [batch, heads, seqQ, seqKV]; may be null
+  const int64_t* keyLengths;  // [batch], each in [0, seqKV]: the keys each entry has; may be null
 };
 
 // Queries handled together. Per thread, the packed K and V of one (batch, kv

@@ -149,6 +149,13 @@ void runCall(const SoftmaxCall& call) {
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
                         const BufferArg& weights, const BufferArg& sinks, AttentionCall* call) {
+  return prepareAttention(desc, q, k, v, out, mask, keyPadding, weights, sinks, BufferArg{}, call);
+}
+
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, const BufferArg& sinks, const BufferArg& keyLengths,
+                        AttentionCall* call) {
   const char* fn = "attention";
   DescriptorReader r(desc.data, desc.length, fn);
   AttentionFields f;
@@ -204,12 +211,24 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   // out and weights are written; neither may overlap anything else.
   const struct { const char* name; const BufferArg* buf; int64_t elementBytes; } inputs[] = {
       {"q", &q, 4}, {"k", &k, 4}, {"v", &v, 4}, {"mask", &mask, 4}, {"keyPaddingMask", &keyPadding, 1},
-      {"sinks", &sinks, 4}};
+      {"sinks", &sinks, 4}, {"keyLengths", &keyLengths, 4}};
   for (const auto& in : inputs) {
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, in.name, *in.buf, in.elementBytes, false));
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, in.name, *in.buf, in.elementBytes, false));
   }
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, "out", out, 4, false));
+  call->keyLengths.clear();
+  if (keyLengths.present) {
+    if (keyLengths.length != p.batch)
+      return Status::rangeError("attention: keyLengths.length must be batch = " + std::to_string(p.batch) +
+                                ", received " + std::to_string(keyLengths.length));
+    const auto* lengths = static_cast<const int32_t*>(keyLengths.data);
+    for (int64_t b = 0; b < p.batch; ++b)
+      if (lengths[b] < 0 || lengths[b] > p.seqKV)
+        return Status::rangeError("attention: keyLengths[" + std::to_string(b) + "] must be in [0, seqKV = " +
+                                  std::to_string(p.seqKV) + "], received " + std::to_string(lengths[b]));
+    call->keyLengths.assign(lengths, lengths + p.batch);
+  }
   p.q.data = q.floats();
   p.k.data = k.floats();
   p.v.data = v.floats();
@@ -223,7 +242,9 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
 
 void runCall(const AttentionCall& call) {
   ComputeScope computing;
-  attentionForward(call.problem);
+  AttentionProblem p = call.problem;
+  p.keyLengths = call.keyLengths.empty() ? nullptr : call.keyLengths.data();
+  attentionForward(p);
 }
 
 Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& weight,

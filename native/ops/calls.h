@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "../kernels/rope.h"
 #include "attention_op.h"
@@ -67,10 +68,18 @@ struct SoftmaxCall {
 Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call);
 void runCall(const SoftmaxCall& call);
 
-// attention(q, k, v, out, mask?, keyPaddingMask?, weights?, sinks?).
+// attention(q, k, v, out, mask?, keyPaddingMask?, weights?, sinks?, keyLengths?).
+// keyLengths (int32 [batch]) is copied into the call: the kernel's key ranges
+// come from it, so a later change to the caller's buffer cannot move them.
 struct AttentionCall {
   AttentionProblem problem{};
+  std::vector<int64_t> keyLengths;
 };
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, const BufferArg& sinks, const BufferArg& keyLengths,
+                        AttentionCall* call);
+// The same without keyLengths.
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
                         const BufferArg& weights, const BufferArg& sinks, AttentionCall* call);

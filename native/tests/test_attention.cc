@@ -19,6 +19,9 @@ struct Case {
   double softcap = 0;                         // 0: none
   int64_t windowLeft = -1, windowRight = -1;  // -1: unlimited
   bool sinks = false;
+  // keyLengths: entry 0 has every key, entry 1 none, the others a random count;
+  // the keys past an entry's length are NaN, so reading one shows.
+  bool ragged = false;
 };
 
 std::string describe(const Case& c) {
@@ -30,7 +33,7 @@ std::string describe(const Case& c) {
          (c.windowLeft >= 0 || c.windowRight >= 0
               ? " window " + std::to_string(c.windowLeft) + "," + std::to_string(c.windowRight)
               : "") +
-         (c.sinks ? " sinks" : "") + " seed " +
+         (c.sinks ? " sinks" : "") + (c.ragged ? " keyLengths" : "") + " seed " +
          std::to_string(testSeed());
 }
 
@@ -52,8 +55,18 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   const Shape vs = layoutShape(c.layout, c.batch, c.kvHeads, c.seqKV, c.dimV);
   const Shape os = layoutShape(c.layout, c.batch, c.heads, c.seqQ, c.dimV);
   const auto q = randomFloats(rng, elementCount(qs), -2, 2);
-  const auto k = randomFloats(rng, elementCount(ks), -2, 2);
-  const auto v = randomFloats(rng, elementCount(vs));
+  auto k = randomFloats(rng, elementCount(ks), -2, 2);
+  auto v = randomFloats(rng, elementCount(vs));
+  std::vector<int32_t> lengths(c.batch, static_cast<int32_t>(c.seqKV));
+  if (c.ragged)
+    for (int64_t b = 0; b < c.batch; ++b) {
+      lengths[b] = b == 0 ? static_cast<int32_t>(c.seqKV) : b == 1 ? 0 : static_cast<int32_t>(rng() % (c.seqKV + 1));
+      for (int64_t g = 0; g < c.kvHeads; ++g)
+        for (int64_t j = lengths[b]; j < c.seqKV; ++j) {
+          for (int64_t e = 0; e < c.dim; ++e) k[at(c.layout, ks, b, g, j, e)] = NAN;
+          for (int64_t e = 0; e < c.dimV; ++e) v[at(c.layout, vs, b, g, j, e)] = NAN;
+        }
+    }
   // Mask [seqQ, seqKV], broadcast over batch and heads; some -inf entries.
   std::vector<float> mask = randomFloats(rng, c.seqQ * c.seqKV, -3, 1);
   for (size_t i = 0; i < mask.size(); i += 7) mask[i] = -INFINITY;
@@ -70,7 +83,8 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   AttentionCall call;
   const Status st = prepareAttention(d.done(), buf(q), buf(k), buf(v), buf(out), c.mask ? buf(mask) : none(),
                                      c.padding ? bytes(pad) : none(), c.weights ? buf(weights) : none(),
-                                     c.sinks ? buf(sinks) : none(), &call);
+                                     c.sinks ? buf(sinks) : none(),
+                                     c.ragged ? BufferArg{lengths.data(), c.batch, true} : none(), &call);
   CHECK_MSG(st.ok(), describe(c) + ": " + st.message);
   if (!st.ok()) return;
   runCall(call);
@@ -85,6 +99,10 @@ void runCase(const Case& c, std::mt19937_64& rng) {
         const int64_t g = h / group;
         double mx = -INFINITY;
         for (int64_t j = 0; j < c.seqKV; ++j) {
+          if (j >= lengths[b]) {
+            p[j] = -INFINITY;
+            continue;
+          }
           double s = 0;
           for (int64_t e = 0; e < c.dim; ++e)
             s += static_cast<double>(q[at(c.layout, qs, b, h, i, e)]) * k[at(c.layout, ks, b, g, j, e)];
@@ -92,7 +110,7 @@ void runCase(const Case& c, std::mt19937_64& rng) {
           if (c.softcap) s = c.softcap * std::tanh(s / c.softcap);
           if (c.mask) s += mask[i * c.seqKV + j];
           if (c.padding && pad[b * c.seqKV + j]) s = -INFINITY;
-          const int64_t pos = i + (c.seqKV - c.seqQ);
+          const int64_t pos = i + (lengths[b] - c.seqQ);
           if (c.causal && j > pos) s = -INFINITY;
           if (c.windowLeft >= 0 && j < pos - c.windowLeft) s = -INFINITY;
           if (c.windowRight >= 0 && j > pos + c.windowRight) s = -INFINITY;
@@ -108,7 +126,7 @@ void runCase(const Case& c, std::mt19937_64& rng) {
         }
         for (int64_t e = 0; e < c.dimV; ++e) {
           double o = 0;
-          for (int64_t j = 0; j < c.seqKV; ++j) o += p[j] * v[at(c.layout, vs, b, g, j, e)];
+          for (int64_t j = 0; j < lengths[b]; ++j) o += p[j] * v[at(c.layout, vs, b, g, j, e)];
           ref[at(c.layout, os, b, h, i, e)] = o;
         }
       }
@@ -190,6 +208,29 @@ TEST(attention_decode_tiles) {
       }
   runCase({0, 2, 6, 2, 3, 203, 32, 32, true, false, true, true}, rng);  // 9 rows per group, causal
   runCase({1, 1, 8, 1, 2, 1001, 128, 128, true, true, false, false}, rng);
+}
+
+// keyLengths (a ragged batch) on both paths, with causal, windows, GQA,
+// padding, masks, softcap, sinks, returned weights and every layout.
+TEST(attention_key_lengths) {
+  std::mt19937_64 rng(testSeed() + 16);
+  auto run = [&](Case c, bool causal, int64_t left, int64_t right) {
+    c.ragged = true;
+    c.causal = causal;
+    c.windowLeft = left;
+    c.windowRight = right;
+    runCase(c, rng);
+  };
+  for (int64_t seqQ : {1, 3, 17, 197})
+    for (int64_t seqKV : {1, 65, 1001}) {
+      run({0, 4, 4, 2, seqQ, seqKV, 32, 32, false, false, false, true}, false, -1, -1);
+      run({1, 3, 2, 1, seqQ, seqKV, 17, 24, false, true, true, false}, true, -1, -1);
+      run({2, 3, 2, 2, seqQ, seqKV, 16, 16, false, false, false, true}, true, 9, -1);
+      Case capped{0, 5, 8, 2, seqQ, seqKV, 64, 64, false, false, false, false};
+      capped.softcap = 20;
+      capped.sinks = true;
+      run(capped, false, 40, 2);
+    }
 }
 
 TEST(attention_keys_beyond_one_block) {

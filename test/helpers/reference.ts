@@ -196,6 +196,8 @@ export interface RefAttentionOptions {
   window?: { left?: number; right?: number };
   /** One logit per query head, in every row's denominator only. */
   sinks?: ArrayLike<number>;
+  /** Keys each batch entry has: entry b sees keys [0, keyLengths[b]), its positions counted from that end. */
+  keyLengths?: ArrayLike<number>;
 }
 
 export interface RefAttentionResult {
@@ -289,9 +291,14 @@ export function refAttention(
       for (let i = 0; i < Sq; i++) {
         const rowBase = ((b * H + h) * Sq + i) * Skv;
         let m = -Infinity;
+        const keys = opts.keyLengths ? opts.keyLengths[b] : Skv;
         for (let j = 0; j < Skv; j++) {
           blocked[j] = 0;
-          const pos = i + (Skv - Sq);
+          if (j >= keys) {
+            blocked[j] = 1;
+            continue;
+          }
+          const pos = i + (keys - Sq);
           if (opts.causal && j > pos) blocked[j] = 1;
           if (opts.window?.left !== undefined && j < pos - opts.window.left) blocked[j] = 1;
           if (opts.window?.right !== undefined && j > pos + opts.window.right) blocked[j] = 1;
@@ -315,7 +322,7 @@ export function refAttention(
         for (let j = 0; j < Skv; j++) weights[rowBase + j] /= sum;
         for (let d = 0; d < Dv; d++) {
           let acc = 0;
-          for (let j = 0; j < Skv; j++) acc += weights[rowBase + j] * v[V.at(b, hk, j, d)];
+          for (let j = 0; j < keys; j++) acc += weights[rowBase + j] * v[V.at(b, hk, j, d)];
           out[O.at(b, h, i, d)] = acc;
         }
       }
