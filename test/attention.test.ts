@@ -630,6 +630,18 @@ describe(`attention: keyLengths, a ragged batch (seed ${SEED})`, () => {
     ]),
   );
 
+  test("a NaN sink gives NaN weights at an entry's keys and 0 past its length, on both paths", () => {
+    const rng = rngFor(SEED, 'keyLengths NaN sink');
+    for (const Sq of [1, 9]) {
+      const q = tensor(randomFloat32(rng, 2 * Sq * 4), [2, 1, Sq, 4]);
+      const kv = tensor(randomFloat32(rng, 2 * 5 * 4), [2, 1, 5, 4]);
+      const { weights } = attention(q, kv, kv, { keyLengths: [3, 5], sinks: new Float32Array([NaN]), returnWeights: true });
+      const entry0 = Array.from(weights.data.subarray(0, 5));
+      expect(entry0.slice(0, 3).every((w) => Number.isNaN(w))).toBe(true);
+      expect(entry0.slice(3)).toEqual([0, 0]);
+    }
+  });
+
   test('one call over a ragged batch equals one call per entry over its own keys, sync and async', async () => {
     const rng = rngFor(SEED, 'keyLengths per entry');
     const B = 3, H = 4, Hkv = 2, Sq = 2, Skv = 70, D = 16;

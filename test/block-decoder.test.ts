@@ -186,16 +186,17 @@ describe(`MultiHeadSelfAttention as a decoder layer (seed ${SEED})`, () => {
       const p = makeParams(rng, l);
       const block = new MultiHeadSelfAttention(config(l, p));
       // Two ragged chunks (a prompt, then more of it), then one-token steps for every entry.
-      const chunks = [[7, 3, 0], [2, 4, 1]], steps = 3, B = 3, dim = l.dim;
-      const totals = [0, 1, 2].map((b) => chunks[0][b] + chunks[1][b] + steps);
+      // The first chunk pads every entry alike (2 real tokens of 3), so the cache stays level: positions
+      // must still skip the padding.
+      const chunks: [number[], number][] = [[[2, 2, 2], 3], [[7, 3, 0], 7], [[2, 4, 1], 4]], steps = 3, B = 3, dim = l.dim;
+      const totals = [0, 1, 2].map((b) => chunks.reduce((sum, [counts]) => sum + counts[b], 0) + steps);
       const own = totals.map((n) => randomFloat32(rng, n * dim));
       const got = totals.map((n) => new Float32Array(n * dim));
       const done = [0, 0, 0];
       const maxLength = Math.max(...totals);
       const cache = new KVCache({ batch: B, kvHeads: l.kvHeads, headDim: l.dimHead, maxLength });
       const asyncCache = new KVCache({ batch: B, kvHeads: l.kvHeads, headDim: l.dimHead, maxLength });
-      const run = async (counts: number[], ragged: boolean) => {
-        const N = Math.max(...counts);
+      const run = async (counts: number[], ragged: boolean, N = Math.max(...counts)) => {
         const x = new Float32Array(B * N * dim);
         counts.forEach((n, b) => x.set(own[b].subarray(done[b] * dim, (done[b] + n) * dim), (b * N + N - n) * dim));
         const options = ragged ? { causal: true, lengths: Int32Array.from(counts) } : { causal: true };
@@ -208,7 +209,7 @@ describe(`MultiHeadSelfAttention as a decoder layer (seed ${SEED})`, () => {
         });
         expect(Array.from(cache.lengths)).toEqual(done);
       };
-      for (const counts of chunks) await run(counts, true);
+      for (const [counts, N] of chunks) await run(counts, true, N);
       for (let t = 0; t < steps; t++) await run([1, 1, 1], false);
       totals.forEach((n, b) => {
         expectClose(got[b], reference(l, p, own[b], 1, n), 1e-5, { seed: SEED, label: `${name}: ragged entry ${b}`, shape: [1, n, dim] });

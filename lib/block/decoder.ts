@@ -131,7 +131,7 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
   // Entry b's real tokens are its last ones, at positions from its own length on; the padding
   // before them is placed at 0 (its rows are not used).
   let positions: Int32Array | undefined;
-  if (ragged || before.some((n) => n !== before[0])) {
+  if (lengths || before.some((n) => n !== before[0])) {
     positions = new Int32Array(batch * tokens);
     for (let b = 0; b < batch; b++) {
       const skip = tokens - (lengths ? lengths[b] : tokens);

@@ -54,8 +54,11 @@ inline float maskToBase2(float m) {
 struct KeyRange {
   int64_t lo, hi;
 };
+// The keys batch entry b has: keyLengths[b], or seqKV. Only those are packed or read.
+inline int64_t keysOf(const AttentionProblem& p, int64_t b) { return p.keyLengths ? p.keyLengths[b] : p.seqKV; }
+
 inline KeyRange visibleRange(const AttentionProblem& p, int64_t b, int64_t i) {
-  const int64_t keys = p.keyLengths ? p.keyLengths[b] : p.seqKV;
+  const int64_t keys = keysOf(p, b);
   const int64_t pos = i + (keys - p.seqQ);
   const int64_t lo = p.windowLeft < 0 ? 0 : std::clamp<int64_t>(pos - p.windowLeft, 0, keys);
   int64_t hi = keys;
@@ -132,7 +135,7 @@ PackedKV kvInPlace(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
   if (fusesScoresExp(p, kt)) {
     float m = vMax.load(std::memory_order_relaxed);
     if (m < 0.0f) {
-      m = kt.absMaxRows(kv.v, p.seqKV, p.headDimV, kv.vStride);
+      m = kt.absMaxRows(kv.v, keysOf(p, b), p.headDimV, kv.vStride);
       vMax.store(m, std::memory_order_relaxed);
     }
     kv.fusedExp = vSuitsFusedExp(p, m);
@@ -141,18 +144,19 @@ PackedKV kvInPlace(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
 }
 
 PackedKV packKV(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t g) {
-  const int64_t keysPadded = roundUp(p.seqKV, kt.mr);
+  const int64_t keys = keysOf(p, b);
+  const int64_t keysPadded = roundUp(keys, kt.mr);
   const int64_t dvPadded = roundUp(p.headDimV, kt.nr);
   float* kbuf = scratchFloats(ScratchSlot::AttentionPackK, static_cast<size_t>(keysPadded * p.headDim));
-  float* vbuf = scratchFloats(ScratchSlot::AttentionPackV, static_cast<size_t>(dvPadded * p.seqKV));
+  float* vbuf = scratchFloats(ScratchSlot::AttentionPackV, static_cast<size_t>(dvPadded * keys));
   const StridedMatrix kA{p.k.data + b * p.k.batchStride + g * p.k.headStride, p.k.seqStride, p.k.dimStride};
   for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC)
-    packA(kA, 0, p.seqKV, pc, std::min(kGemmKC, p.headDim - pc), kt.mr, kbuf + keysPadded * pc);
+    packA(kA, 0, keys, pc, std::min(kGemmKC, p.headDim - pc), kt.mr, kbuf + keysPadded * pc);
   const StridedMatrix vB{p.v.data + b * p.v.batchStride + g * p.v.headStride, p.v.seqStride, p.v.dimStride};
-  for (int64_t pc = 0; pc < p.seqKV; pc += kGemmKC)
-    packB(vB, pc, std::min(kGemmKC, p.seqKV - pc), 0, p.headDimV, kt.nr, vbuf + dvPadded * pc);
+  for (int64_t pc = 0; pc < keys; pc += kGemmKC)
+    packB(vB, pc, std::min(kGemmKC, keys - pc), 0, p.headDimV, kt.nr, vbuf + dvPadded * pc);
   PackedKV kv{kbuf, vbuf};
-  kv.fusedExp = fusesScoresExp(p, kt) && vSuitsFusedExp(p, kt.absMaxRows(vbuf, 1, dvPadded * p.seqKV, 0));
+  kv.fusedExp = fusesScoresExp(p, kt) && vSuitsFusedExp(p, kt.absMaxRows(vbuf, 1, dvPadded * keys, 0));
   return kv;
 }
 
@@ -289,7 +293,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     return !wRows && kv.fusedExp && k0 < fusedLo && fusedLo < e ? fusedLo : e;
   };
   const int64_t rPadded = roundUp(R, kt.nr);
-  const int64_t keysPadded = roundUp(p.seqKV, kt.mr);
+  const int64_t keysPadded = roundUp(keysOf(p, b), kt.mr);  // as packKV packed them
   const int64_t dvPadded = roundUp(dv, kt.nr);
 
   // The query tile as the B operand of S^T = K · Q^T, packed once per tile.
@@ -448,7 +452,7 @@ void queryTile(const AttentionProblem& p, const KernelTable& kt, const PackedKV&
     for (int64_t pc = k0; pc < k0 + kb;) {
       const int64_t blockStart = pc / kGemmKC * kGemmKC;
       const int64_t end = std::min(blockStart + kGemmKC, k0 + kb);
-      const int64_t vDepth = std::min(kGemmKC, p.seqKV - blockStart);
+      const int64_t vDepth = std::min(kGemmKC, keysOf(p, b) - blockStart);
       op.k = end - pc;
       gemmMacroKernel(kt, op, 0, R, 0, 0, dv, end - pc, s + (pc - k0) * R, 1, R,
                       kv.v + dvPadded * blockStart + (pc - blockStart) * kt.nr, vDepth, run.started || pc > k0);
@@ -629,7 +633,9 @@ void decodeMerge(const AttentionProblem& p, const DecodeGroup& grp, int64_t u, c
       for (int64_t j = bounds[t]; j < bounds[t + 1]; ++j) wRow[j] *= f;
     }
     std::fill(wRow, wRow + bounds[0], 0.0f);
-    std::fill(wRow + bounds[parts], wRow + p.seqKV, 0.0f);
+    // Past the entry's last visible key (decodePartial zeroed them), stay 0 even when inv is NaN.
+    const int64_t end = std::clamp(visibleRange(p, grp.b, p.seqQ - 1).hi, bounds[0], bounds[parts]);
+    std::fill(wRow + end, wRow + p.seqKV, 0.0f);
   }
 }
 
