@@ -35,7 +35,7 @@ import type { MultiHeadSelfAttentionForwardOptions } from './types';
 const DECODER_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out', 'cache', 'lengths'] as const;
 
 /** Whether a forward call carries a cache or ragged lengths (and so takes the decoder path whatever the block). */
-export function hasCache(options: unknown): boolean {
+export function takesDecoderPath(options: unknown): boolean {
   if (typeof options !== 'object' || options === null) return false;
   const o = options as { cache?: unknown; lengths?: unknown };
   return o.cache !== undefined || o.lengths !== undefined;

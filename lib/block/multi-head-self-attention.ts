@@ -11,7 +11,7 @@ import { native, type NativeCallback } from '../native';
 import { runAsync, type NamedBuffer } from '../queue';
 import { isDetached, type Tensor, type TensorLike } from '../tensor';
 import { CLASS, checkConfig, type BlockWeights } from './config';
-import { decoderForward, decoderForwardAsync, hasCache } from './decoder';
+import { decoderForward, decoderForwardAsync, takesDecoderPath } from './decoder';
 import { prepareForward } from './forward-args';
 import { acquireWorkspace, cachedStages, dropCallerBuffers, newStages, ownDescriptors, releaseWorkspace, type Workspace } from './plan';
 import type {
@@ -177,7 +177,7 @@ export class MultiHeadSelfAttention {
   forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights;
   forward(x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor | MultiHeadSelfAttentionWithWeights {
     const fn = `${CLASS}.forward`;
-    if (this.weights.decoder || hasCache(options)) {
+    if (this.weights.decoder || takesDecoderPath(options)) {
       try {
         return decoderForward(fn, this.weights, x, options);
       } catch (e) {
@@ -226,7 +226,7 @@ export class MultiHeadSelfAttention {
     options?: MultiHeadSelfAttentionForwardOptions,
   ): Promise<Tensor | MultiHeadSelfAttentionWithWeights> {
     const fn = `${CLASS}.forwardAsync`;
-    if (this.weights.decoder || hasCache(options)) {
+    if (this.weights.decoder || takesDecoderPath(options)) {
       try {
         return await decoderForwardAsync(fn, this.weights, x, options);
       } catch (e) {

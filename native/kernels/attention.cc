@@ -573,11 +573,8 @@ bool decodeRowSoftmax(const AttentionProblem& p, const KernelTable& kt, const De
 void decodePartial(const AttentionProblem& p, const KernelTable& kt, const DecodeGroup& grp, int64_t j0, int64_t j1,
                    float* states) {
   // Keys past the entry's last visible one (its own length, with keyLengths) are not computed;
-  // their weights are zeros.
-  const int64_t jEnd = std::clamp(visibleRange(p, grp.b, p.seqQ - 1).hi, j0, std::max(j0, j1));
-  if (p.weights)
-    for (int64_t u = 0; u < grp.queries && jEnd < j1; ++u) std::fill(grp.weightsRow(p, u) + jEnd, grp.weightsRow(p, u) + j1, 0.0f);
-  j1 = jEnd;
+  // decodeMerge writes their weights as zeros.
+  j1 = std::clamp(visibleRange(p, grp.b, p.seqQ - 1).hi, j0, std::max(j0, j1));
   const int64_t n = std::max<int64_t>(0, j1 - j0), G = grp.queries, D = p.headDim;
   float* scores = scratchFloats(ScratchSlot::AttentionScores, static_cast<size_t>(std::max<int64_t>(n * G, 1)));
   float* q = scratchFloats(ScratchSlot::AttentionRow, static_cast<size_t>(G * D + 1));
@@ -628,13 +625,14 @@ void decodeMerge(const AttentionProblem& p, const DecodeGroup& grp, int64_t u, c
     o[e * p.outView.dimStride] = v * inv;
   }
   if (float* wRow = grp.weightsRow(p, u)) {
+    // The parts wrote weights up to the entry's last visible key (decodePartial); past it they are 0,
+    // even when inv is NaN.
+    const int64_t end = std::clamp(visibleRange(p, grp.b, p.seqQ - 1).hi, bounds[0], bounds[parts]);
     for (int64_t t = 0; t < parts; ++t) {
       const float f = states[t * partStride] == kNegInf ? 0.0f : std::exp(states[t * partStride] - m) * inv;
-      for (int64_t j = bounds[t]; j < bounds[t + 1]; ++j) wRow[j] *= f;
+      for (int64_t j = bounds[t]; j < std::min(bounds[t + 1], end); ++j) wRow[j] *= f;
     }
     std::fill(wRow, wRow + bounds[0], 0.0f);
-    // Past the entry's last visible key (decodePartial zeroed them), stay 0 even when inv is NaN.
-    const int64_t end = std::clamp(visibleRange(p, grp.b, p.seqQ - 1).hi, bounds[0], bounds[parts]);
     std::fill(wRow + end, wRow + p.seqKV, 0.0f);
   }
 }
