@@ -68,7 +68,7 @@
           "conditions": [
             ["target_arch=='x64'", {
               "defines": ["MHSA_HAVE_X86_KERNELS"],
-              "dependencies": ["mhsa_avx2", "mhsa_avx512"]
+              "dependencies": ["mhsa_avx2", "mhsa_avx512", "mhsa_avx512bf16", "mhsa_amx"]
             }],
             ["mhsa_node_api_only==0", {
               "sources": ["<!@(node -p \"require('./native/sources.json').bufferPinning.join(' ')\")"],
@@ -106,6 +106,26 @@
           "cflags_cc!": ["<@(mhsa_node_std)"],
           "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-ffp-contract=off", "-mavx512f", "-mavx512vl", "-mavx512bw",
                                                       "-mavx512dq", "-mfma"]}
+        },
+        {
+          "target_name": "mhsa_avx512bf16",
+          "type": "static_library",
+          "sources": ["<!@(node -p \"require('./native/sources.json').avx512bf16.join(' ')\")"],
+          "cflags_cc": ["<@(mhsa_release_flags)", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                        "-mavx512dq", "-mfma", "-mavx512bf16", "-mprefer-vector-width=512"],
+          "cflags_cc!": ["<@(mhsa_node_std)"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-ffp-contract=off", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                                                      "-mavx512dq", "-mfma", "-mavx512bf16"]}
+        },
+        {
+          "target_name": "mhsa_amx",
+          "type": "static_library",
+          "sources": ["<!@(node -p \"require('./native/sources.json').amx.join(' ')\")"],
+          "cflags_cc": ["<@(mhsa_release_flags)", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                        "-mavx512dq", "-mfma", "-mamx-tile", "-mamx-bf16", "-mprefer-vector-width=512"],
+          "cflags_cc!": ["<@(mhsa_node_std)"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-O3", "-ffp-contract=off", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                                                      "-mavx512dq", "-mfma", "-mamx-tile", "-mamx-bf16"]}
         }
       ]
     }]

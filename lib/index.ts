@@ -4,9 +4,9 @@
  *
  * @packageDocumentation
  */
-export { tensor, type Tensor, type TensorLike, type StridedTensor } from './tensor';
+export { tensor, type Tensor, type TensorLike, type StridedTensor, type Bf16Tensor } from './tensor';
 export { matmul, matmulAsync, type MatmulOptions } from './matmul';
-export { prepack, prepackAsync, PackedMatrix, type PrepackOptions } from './prepack';
+export { prepack, prepackAsync, PackedMatrix, type PrepackOptions, type PackedDtype, type PackedData } from './prepack';
 export { softmax, softmaxAsync, type SoftmaxOptions } from './softmax';
 export {
   attention,

@@ -10,6 +10,12 @@ export interface MhsaInfo {
   version: string;
   /** SIMD path in use: 'avx512', 'avx2', 'scalar' (or 'neon' on arm64). Lower it with MHSA_ISA. */
   isa: string;
+  /**
+   * Path of products against bf16 weights: 'amx' (AMX-BF16 tiles), 'avx512bf16'
+   * (VDPBF16PS), or 'widen' (bf16 widened to float32 for the float kernels: the
+   * memory saving without the speed). Lower it with MHSA_BF16=avx512bf16|widen.
+   */
+  bf16: string;
   /** System BLAS linked at build time, or null for the built-in kernels. */
   blas: string | null;
   /** Compute threads in use (setNumThreads, MHSA_NUM_THREADS, or the core count). */
@@ -64,7 +70,7 @@ const VERSION = packageVersion();
  *
  * @example
  * console.log(info());
- * // { version: '0.1.0', isa: 'avx512', blas: null, threads: 2, activeThreads: 0,
+ * // { version: '0.1.0', isa: 'avx512', bf16: 'amx', blas: null, threads: 2, activeThreads: 0,
  * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true }
  */
 export function info(): MhsaInfo {
@@ -72,6 +78,7 @@ export function info(): MhsaInfo {
   return {
     version: VERSION,
     isa: n.isa,
+    bf16: n.bf16,
     blas: n.blas,
     threads: n.threads,
     activeThreads: n.activeThreads,

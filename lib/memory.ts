@@ -70,14 +70,19 @@ export function checkAllocation(fn: string, buffers: ReadonlyArray<readonly [wha
   );
 }
 
-/** n floats from make(), within the limit; allocation failure is a RangeError naming fn. */
-function allocate(fn: string, what: string, n: number, make: () => Float32Array): Float32Array {
+/** An array of n floats' bytes from make(), within the limit; allocation failure is a RangeError naming fn. */
+function allocate<T>(fn: string, what: string, n: number, make: () => T): T {
   checkAllocation(fn, [[what, n]]);
   try {
     return make();
   } catch (e) {
     throw rangeError(fn, `could not allocate ${what} (${formatBytes(n * 4)}): ${(e as Error).message}`);
   }
+}
+
+/** A new zeroed Uint16Array of n bf16 values, within the limit; allocation failure is a RangeError naming fn. */
+export function allocateBf16(fn: string, what: string, n: number): Uint16Array {
+  return allocate(fn, what, n / 2, () => new Uint16Array(n));
 }
 
 /** A new zeroed Float32Array of n elements, within the limit; allocation failure is a RangeError naming fn. */

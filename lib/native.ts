@@ -28,6 +28,7 @@ export interface NativeAddon {
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };
   info(): {
     isa: string;
+    bf16: string;
     threads: number;
     activeThreads: number;
     peakActiveThreads: number;

@@ -1,9 +1,15 @@
-import { formatShape, rangeError } from './errors';
-import { allocateFloats } from './memory';
+import { formatShape, rangeError, typeError } from './errors';
+import { allocateBf16, allocateFloats } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
-import { checkTensor, type TensorLike } from './tensor';
+import { checkBf16Tensor, checkTensor, isBf16Tensor, type Bf16Tensor, type TensorLike } from './tensor';
+
+/** The element type a matrix is packed in: `'float32'`, or `'bf16'` (half the bytes, products at the bf16 rate). */
+export type PackedDtype = 'float32' | 'bf16';
+
+/** A packed matrix's storage: bf16 values in a Uint16Array, floats in a Float32Array. */
+export type PackedData<D extends PackedDtype> = D extends 'bf16' ? Uint16Array : Float32Array;
 
 /**
  * A constant right-hand matrix (a weight) packed once into the GEMM's
@@ -13,15 +19,17 @@ import { checkTensor, type TensorLike } from './tensor';
  * The layout depends on the SIMD path the process runs (`info().isa`), so a
  * PackedMatrix is for this process only: do not persist it.
  */
-export class PackedMatrix {
+export class PackedMatrix<D extends PackedDtype = PackedDtype> {
   /** @internal */
   constructor(
-    /** The packed panels (not a row-major matrix). */
-    readonly data: Float32Array,
+    /** The packed panels (not a row-major matrix): floats, or bf16 values for dtype 'bf16'. */
+    readonly data: PackedData<D>,
     /** K: rows of the logical matrix (the inner dimension of the product). */
     readonly rows: number,
     /** N: columns of the logical matrix (the product's last dim). */
     readonly cols: number,
+    /** The element type of the packed panels. */
+    readonly dtype: D = 'float32' as D,
   ) {
     Object.freeze(this);
   }
@@ -39,19 +47,37 @@ export interface PrepackOptions {
    * `transpose: true` is the [in, out] matrix that `x · Wᵀ` needs. Default false.
    */
   transpose?: boolean;
+  /**
+   * `'bf16'` stores the matrix in bfloat16, each value rounded to nearest
+   * even: half the memory, and products run on the CPU's bf16 instructions
+   * (`info().bf16`: AMX or AVX512_BF16), with the activations rounded to
+   * bf16 as they are packed and float32 sums and results. About 3 significant
+   * digits: a product's error is within 1e-2 of float32's (docs/api.md,
+   * "bf16"). Default `'float32'`, or `'bf16'` for a bf16 `b`.
+   */
+  dtype?: PackedDtype;
 }
 
 /**
  * Packs a 2-D matrix b (or bᵀ) once for repeated products `matmul(a, packed)`.
  * The result holds a copy: later changes to b do not reach it.
  *
+ * b may also be a {@link Bf16Tensor} (a checkpoint's weight kept in bf16),
+ * which packs in bf16 without passing through float32.
+ *
  * @example
  * const w = tensor(new Float32Array(768 * 2304), [2304, 768]); // Linear weight [out, in]
  * const packed = prepack(w, { transpose: true });              // logical [768, 2304]
  * const y = matmul(tensor(new Float32Array(197 * 768), [197, 768]), packed); // [197, 2304]
+ * const half = prepack(w, { transpose: true, dtype: 'bf16' }); // half the bytes
+ * const z = matmul(tensor(new Float32Array(197 * 768), [197, 768]), half); // [197, 2304]
  * @throws TypeError for a wrong kind of argument, RangeError unless b is 2-D.
  */
-export function prepack(b: TensorLike, options?: PrepackOptions): PackedMatrix {
+export function prepack(b: TensorLike, options?: PrepackOptions & { dtype?: 'float32' }): PackedMatrix<'float32'>;
+export function prepack(b: TensorLike | Bf16Tensor, options: PrepackOptions & { dtype: 'bf16' }): PackedMatrix<'bf16'>;
+export function prepack(b: Bf16Tensor, options?: PrepackOptions): PackedMatrix<'bf16'>;
+export function prepack(b: TensorLike | Bf16Tensor, options?: PrepackOptions): PackedMatrix;
+export function prepack(b: TensorLike | Bf16Tensor, options?: PrepackOptions): PackedMatrix {
   const call = preparePack('prepack', b, options);
   native.packMatrix(...call.args());
   return call.result;
@@ -65,19 +91,34 @@ export function prepack(b: TensorLike, options?: PrepackOptions): PackedMatrix {
  * @example
  * const packed = await prepackAsync(w, { transpose: true });
  */
-export function prepackAsync(b: TensorLike, options?: PrepackOptions): Promise<PackedMatrix> {
+export function prepackAsync(b: TensorLike, options?: PrepackOptions & { dtype?: 'float32' }): Promise<PackedMatrix<'float32'>>;
+export function prepackAsync(b: TensorLike | Bf16Tensor, options: PrepackOptions & { dtype: 'bf16' }): Promise<PackedMatrix<'bf16'>>;
+export function prepackAsync(b: Bf16Tensor, options?: PrepackOptions): Promise<PackedMatrix<'bf16'>>;
+export function prepackAsync(b: TensorLike | Bf16Tensor, options?: PrepackOptions): Promise<PackedMatrix>;
+export function prepackAsync(b: TensorLike | Bf16Tensor, options?: PrepackOptions): Promise<PackedMatrix> {
   return runAsync(() => preparePack('prepackAsync', b, options), (args) => native.packMatrix(...args));
 }
 
-function preparePack(fn: string, b: TensorLike, options: PrepackOptions | undefined) {
-  const opts = checkOptions<PrepackOptions>(fn, options, ['transpose']);
-  const tb = checkTensor(fn, 'b', b);
+function preparePack(fn: string, b: TensorLike | Bf16Tensor, options: PrepackOptions | undefined) {
+  const opts = checkOptions<PrepackOptions>(fn, options, ['transpose', 'dtype']);
+  const sourceBf16 = isBf16Tensor(b);
+  const tb = sourceBf16 ? checkBf16Tensor(fn, 'b', b) : checkTensor(fn, 'b', b);
   if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
   const transpose = optBoolean(fn, 'options.transpose', opts.transpose, false);
+  const dtype = opts.dtype ?? (sourceBf16 ? 'bf16' : 'float32');
+  if (dtype !== 'float32' && dtype !== 'bf16') throw typeError(fn, 'options.dtype', "'float32' or 'bf16'", dtype);
+  const bf16 = dtype === 'bf16';
+  if (sourceBf16 && !bf16) {
+    throw rangeError(fn, "a bf16 b packs only with dtype 'bf16' (load it widened to float32 for a float32 weight)");
+  }
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
-  const size = native.packedSize(new Descriptor('packedSize').shape('b.shape', [k, n]).done());
-  const data = allocateFloats(fn, 'the packed matrix', size);
-  const args = (): unknown[] => [tb.data, data, new Descriptor('packMatrix').shape('b.shape', tb.shape).flag('transpose', transpose).done()];
+  const size = native.packedSize(new Descriptor('packedSize').shape('b.shape', [k, n]).flag('bf16', bf16).done());
+  const data = bf16 ? allocateBf16(fn, 'the packed matrix', size) : allocateFloats(fn, 'the packed matrix', size);
+  const args = (): unknown[] => [
+    tb.data,
+    data,
+    new Descriptor('packMatrix').shape('b.shape', tb.shape).flag('transpose', transpose).flag('bf16', bf16).done(),
+  ];
   const buffers: NamedBuffer[] = [['b', tb.data], ['the packed result', data]];
-  return { fn, args, result: new PackedMatrix(data, k, n), buffers };
+  return { fn, args, result: new PackedMatrix<PackedDtype>(data, k, n, dtype), buffers };
 }

@@ -33,6 +33,48 @@ export interface StridedTensor {
   strides: readonly number[];
 }
 
+/**
+ * A dense, row-major bfloat16 tensor: each element is the top 16 bits of a
+ * float32, held in a Uint16Array. `loadSafetensors(..., { bf16: 'keep' })`
+ * returns a checkpoint's BF16 tensors so, without widening them; {@link prepack}
+ * (and so `fromTorch`) takes them as weights.
+ *
+ * @example
+ * const w: Bf16Tensor = { data: new Uint16Array([0x3f80, 0x4000]), shape: [2, 1], dtype: 'bf16' };
+ * const y = matmul(tensor(new Float32Array([3]), [1, 1]), prepack(w, { transpose: true })); // [1, 2]
+ */
+export interface Bf16Tensor {
+  data: Uint16Array;
+  shape: readonly number[];
+  dtype: 'bf16';
+}
+
+/** Whether a tensor argument says it is bf16 (its dtype field; checkBf16Tensor checks the rest). */
+export function isBf16Tensor(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && (value as { dtype?: unknown }).dtype === 'bf16';
+}
+
+/** Checks a Uint16Array argument (bf16 values): right type, not detached. */
+export function checkUint16Array(fn: string, arg: string, data: unknown): Uint16Array {
+  if (!types.isUint16Array(data)) throw typeError(fn, arg, 'a Uint16Array', data);
+  if (isDetached(data)) throw detachedError(fn, arg);
+  return data;
+}
+
+/** Validates a {@link Bf16Tensor} argument: a live Uint16Array `data` whose length matches `shape`. */
+export function checkBf16Tensor(fn: string, arg: string, value: unknown): { data: Uint16Array; shape: number[] } {
+  const v = value as { data?: unknown; shape?: unknown };
+  const data = checkUint16Array(fn, `${arg}.data`, v.data);
+  const shape = checkShape(fn, `${arg}.shape`, v.shape);
+  const n = elementCount(shape);
+  if (n < 0) throw rangeError(fn, `${arg}.shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
+  const length = typedArrayLength.call(data) as number;
+  if (n !== length) {
+    throw rangeError(fn, `${arg}.data.length must equal the product of ${arg}.shape ${formatShape(shape)} = ${n}, received ${length}`);
+  }
+  return { data, shape };
+}
+
 /** Largest element count of one tensor: the most a Float32Array holds in Node 20. */
 export const MAX_ELEMENTS = 2 ** 32 - 1;
 

@@ -170,7 +170,7 @@ function moduleSource(ex: Example, claims: Claims): string {
     .filter(([name]) => new RegExp(String.raw`\b${name}\b`).test(text) && !declares(name))
     .map(([, decl]) => decl);
   // Every export under its own name unless the example imports its own; the helpers' names start with __.
-  const all = imports.length === 0 ? [`import { ${Object.keys(mhsa).sort().join(', ')}, type Tensor, type TensorLike } from ${lib};`] : [];
+  const all = imports.length === 0 ? [`import { ${Object.keys(mhsa).sort().join(', ')}, type Tensor, type TensorLike, type Bf16Tensor } from ${lib};`] : [];
   return [
     '// Generated from the documentation by test/doc-examples.test.ts.',
     ...all,

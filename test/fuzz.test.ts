@@ -625,7 +625,7 @@ const matmulOp: OpUnderTest<{
     if (!p.packB) slots.push({ name: 'b', index: 1 });
     if (c) slots.push({ name: 'options.c', index: 2, key: 'c', inPlace: true });
     const args: unknown[] = [a, p.packB ? prepack(b) : b, options];
-    const extraInputs = p.packB ? [{ name: 'b', data: (args[1] as PackedMatrix).data }] : [];
+    const extraInputs = p.packB ? [{ name: 'b', data: (args[1] as PackedMatrix<'float32'>).data }] : [];
     const badOptions: Case['badOptions'] = [
       ['transposeA', () => BAD_BOOLEANS[Math.floor(rng() * BAD_BOOLEANS.length)]],
       ['alpha', () => BAD_NUMBERS[Math.floor(rng() * BAD_NUMBERS.length)]],

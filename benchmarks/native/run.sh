@@ -20,6 +20,8 @@ fi
 core=$(node -p "require('./native/sources.json').core.join(' ')")
 avx2=$(node -p "require('./native/sources.json').avx2.join(' ')")
 avx512=$(node -p "require('./native/sources.json').avx512.join(' ')")
+avx512bf16=$(node -p "require('./native/sources.json').avx512bf16.join(' ')")
+amx=$(node -p "require('./native/sources.json').amx.join(' ')")
 flags="-O3 -std=c++17 -ffp-contract=off -DMHSA_HAVE_X86_KERNELS -pthread"
 objs=()
 for f in $core benchmarks/native/gemm_bench.cc benchmarks/native/block_bench.cc benchmarks/native/tile_bench.cc; do
@@ -29,6 +31,14 @@ for f in $avx2; do o="$out/$(basename "$f" .cc).o"; g++ $flags -mavx2 -mfma -c "
 for f in $avx512; do
   o="$out/$(basename "$f" .cc).o"
   g++ $flags -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mprefer-vector-width=512 -c "$f" -o "$o" & objs+=("$o")
+done
+for f in $avx512bf16; do
+  o="$out/$(basename "$f" .cc).o"
+  g++ $flags -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mavx512bf16 -mprefer-vector-width=512 -c "$f" -o "$o" & objs+=("$o")
+done
+for f in $amx; do
+  o="$out/$(basename "$f" .cc).o"
+  g++ $flags -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mamx-tile -mamx-bf16 -c "$f" -o "$o" & objs+=("$o")
 done
 wait
 libs=""

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../kernels/gemm.h"
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/gemm_blas.h"
 #include "../kernels/kernel_table.h"
 #include "../kernels/scratch.h"
@@ -24,6 +25,7 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object r = Napi::Object::New(env);
   r.Set("isa", kernels().name);
+  r.Set("bf16", bf16PathName());
   const PoolStats pool = poolStats();
   r.Set("threads", pool.threads);
   r.Set("activeThreads", pool.activeThreads);

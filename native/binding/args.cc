@@ -46,6 +46,19 @@ JsBuffer floatArg(const Napi::Value& v, const char* fn, const char* arg) {
   return typedArg(v, fn, arg, napi_float32_array, "Float32Array");
 }
 
+JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg) {
+  napi_typedarray_type type;
+  size_t length, offset;
+  void* data;
+  napi_value buffer;
+  const bool halves = napi_get_typedarray_info(v.Env(), v, &type, &length, &data, &buffer, &offset) == napi_ok &&
+                      type == napi_uint16_array;
+  if (!halves) return typedArg(v, fn, arg, napi_float32_array, "Float32Array or a Uint16Array of bf16 values");
+  JsBuffer r = typedArg(v, fn, arg, napi_uint16_array, "Uint16Array");
+  r.arg.bf16 = true;
+  return r;
+}
+
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg) {
   if (isNullish(v)) return JsBuffer{};
   return floatArg(v, fn, arg);

@@ -39,6 +39,8 @@ struct JsBuffer {
 
 // A Float32Array; TypeError if it is anything else or its buffer is detached.
 JsBuffer floatArg(const Napi::Value& v, const char* fn, const char* arg);
+// A Float32Array, or a Uint16Array of bf16 values (BufferArg::bf16 set).
+JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg);
 // Same, but null/undefined gives an absent buffer.
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Uint8Array, or null/undefined.

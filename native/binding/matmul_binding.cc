@@ -8,7 +8,7 @@ namespace mhsa {
 MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   const char* fn = "matmul";
   JsBuffer a = floatArg(args[0], fn, "a");
-  JsBuffer b = floatArg(args[1], fn, "b");
+  JsBuffer b = floatOrBf16Arg(args[1], fn, "b");
   JsBuffer c = optionalFloatArg(args[2], fn, "c");
   JsBuffer out = floatArg(args[3], fn, "out");
   MatmulCall call;
@@ -20,7 +20,7 @@ MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
 MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   const char* fn = "layerNormMatmul";
   JsBuffer a = floatArg(args[0], fn, "a");
-  JsBuffer b = floatArg(args[1], fn, "b");
+  JsBuffer b = floatOrBf16Arg(args[1], fn, "b");
   JsBuffer c = optionalFloatArg(args[2], fn, "c");
   JsBuffer out = floatArg(args[3], fn, "out");
   JsBuffer weight = optionalFloatArg(args[4], fn, "weight");
@@ -48,8 +48,8 @@ Napi::Value packedSizeBinding(const Napi::CallbackInfo& info) {
 
 Napi::Value packMatrixBinding(const Napi::CallbackInfo& info) {
   const char* fn = "packMatrix";
-  JsBuffer b = floatArg(info[0], fn, "b");
-  JsBuffer out = floatArg(info[1], fn, "out");
+  JsBuffer b = floatOrBf16Arg(info[0], fn, "b");
+  JsBuffer out = floatOrBf16Arg(info[1], fn, "out");
   PackCall call;
   throwIfError(info.Env(), preparePackMatrix(descriptorArg(info[2], fn), b.arg, out.arg, &call));
   runOrSubmit(fn, info, 3, {b.value, out.value}, [call] { runCall(call); });

@@ -284,15 +284,6 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
 
 namespace {
 
-// The product of an empty depth: out = bias (or 0), or out += bias when accumulating.
-void emptyDepthOutput(const GemmProblem& p) {
-  for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t j = 0; j < p.n; ++j) {
-      float& o = p.out[i * p.outRowStride + j * p.outColStride];
-      const float b = p.bias ? p.bias[j] : 0.0f;
-      o = p.accumulate ? o + b : b;
-    }
-}
 
 // How to split an m x n product over `threads`: a grid of tm x tn regions
 // (whole micro-tiles, but the last of each dim holds only what is left) whose
@@ -319,6 +310,16 @@ void chooseGrid(int64_t m, int64_t n, int mr, int nr, int threads, bool tieToRow
 }
 
 }  // namespace
+
+// The product of an empty depth: out = bias (or 0), or out += bias when accumulating.
+void gemmEmptyDepth(const GemmProblem& p) {
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.n; ++j) {
+      float& o = p.out[i * p.outRowStride + j * p.outColStride];
+      const float b = p.bias ? p.bias[j] : 0.0f;
+      o = p.accumulate ? o + b : b;
+    }
+}
 
 int64_t packedBSize(int64_t k, int64_t n) { return roundUp(n, kernels().nr) * k; }
 
@@ -586,7 +587,7 @@ bool ownRowsPerThread(const GemmProblem& p, int64_t slivers, int threads) {
 void gemmSerial(const GemmProblem& p) {
   if (p.m <= 0 || p.n <= 0) return;
   if (p.k <= 0) {
-    emptyDepthOutput(p);
+    gemmEmptyDepth(p);
     return;
   }
   const KernelTable& kt = kernels();

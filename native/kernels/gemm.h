@@ -36,6 +36,8 @@ struct GemmProblem {
   // B already packed by packWholeB (then b is not read): a constant operand
   // such as a weight matrix is packed once and reused by every product.
   const float* packedB = nullptr;
+  // B packed in bf16 by packWholeBBf16 (gemm_bf16.h): only gemmBf16 reads it.
+  const uint16_t* packedBBf16 = nullptr;
   // A row of n values added to every row of out (a projection's bias), in the
   // step that first writes each tile, while the tile is still in L1: a
   // separate pass filling out with the bias would cost a write of all of out
@@ -160,6 +162,9 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
 // through GemmProblem::packedB). Writes packedBSize(k, n) floats.
 int64_t packedBSize(int64_t k, int64_t n);
 void packWholeB(const StridedMatrix& b, int64_t k, int64_t n, float* packed);
+
+// The product of an empty depth (k = 0): out = bias (or 0), or out += bias when accumulating.
+void gemmEmptyDepth(const GemmProblem& p);
 
 // The whole product on the calling thread.
 void gemmSerial(const GemmProblem& p);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "avx512_intrinsics.h"
+#include "tile_store_avx512.h"
 
 namespace mhsa {
 
@@ -61,22 +62,7 @@ void packedTile(int64_t kc, const float* ap, int64_t aStep, const float* bp, int
     ap += aStep;
     bp += bStride;
   }
-  const __m512 va = _mm512_set1_ps(alpha);
-  const __mmask16 m0 = lowLanes(nr), m1 = lowLanes(nr - 16);
-  // The bias row, added last (see KernelTable::microKernel).
-  const __mmask16 mask[2] = {m0, m1};
-  __m512 biasv[V];
-  for (int v = 0; v < V; ++v) biasv[v] = bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i) {
-    float* row = c + i * ldc;
-    for (int v = 0; v < V; ++v) {
-      __m512 r = _mm512_mul_ps(acc[i][v], va);
-      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask[v], row + 16 * v));
-      if (bias) r = _mm512_add_ps(r, biasv[v]);
-      _mm512_mask_storeu_ps(row + 16 * v, mask[v], r);
-    }
-  }
+  storeTileAvx512<R, V>(acc, c, ldc, alpha, accumulate, nr, bias);
 }
 
 template <int V>

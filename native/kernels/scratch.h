@@ -19,6 +19,7 @@ enum class ScratchSlot {
   AttentionAcc,
   AttentionRow,
   SoftmaxRow,
+  Bf16ARow,
   Count
 };
 

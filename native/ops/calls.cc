@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/layernorm.h"
 #include "../runtime/thread_pool.h"
 #include "descriptor.h"
@@ -60,6 +61,12 @@ Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a
   const double alpha = f.alpha;
   const double beta = f.beta;
   args.bPacked = f.bPacked;
+  args.bBf16 = f.bBf16;
+  if (b.bf16 != f.bBf16)
+    return Status::typeError(std::string(fn) + (f.bBf16 ? ": b must be a Uint16Array (a matrix packed in bf16)"
+                                                         : ": b must be a Float32Array"));
+  if (a.bf16 || c.bf16 || out.bf16)
+    return Status::typeError(std::string(fn) + ": a, c and out must be Float32Arrays");
   if (!isFiniteFloat(alpha) || !isFiniteFloat(beta))
     return Status::rangeError(std::string(fn) + ": alpha and beta must be finite float32 numbers");
   args.hasC = c.present;
@@ -70,7 +77,7 @@ Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a
   args.fn = fn;
   MHSA_RETURN_IF_ERROR(planMatmul(args, &call->plan));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "a", a, 4, false));
-  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, b.elementBytes(), false));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "c", c, 4, true));
   call->a = a.floats();
   call->b = b.floats();
@@ -301,7 +308,7 @@ Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
   if (s.size() != 2) return Status::rangeError("packMatrix: b must be 2-D, received " + shapeToString(s));
   if (elementCount(s) < 0)
     return Status::rangeError("packMatrix: b.shape " + shapeToString(s) + " is too large");
-  *floats = packedBSize(s[0], s[1]);
+  *floats = f.bf16 ? packedBf16Size(s[0], s[1]) : packedBSize(s[0], s[1]);
   return Status::success();
 }
 
@@ -317,12 +324,23 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
   MHSA_RETURN_IF_ERROR(checkLength(fn, "b", s, b.length));
   // The packed matrix is op(b): [K, N] = b's shape, or its transpose.
   const int64_t k = transpose ? s[1] : s[0], n = transpose ? s[0] : s[1];
-  const int64_t want = packedBSize(k, n);
+  if (out.bf16 != f.bf16)
+    return Status::typeError(f.bf16 ? "packMatrix: out must be a Uint16Array for bf16" : "packMatrix: out must be a Float32Array");
+  if (b.bf16 && !f.bf16)
+    return Status::rangeError("packMatrix: a bf16 b packs only in bf16");
+  const int64_t want = f.bf16 ? packedBf16Size(k, n) : packedBSize(k, n);
   if (out.length != want)
-    return Status::rangeError("packMatrix: out must hold " + std::to_string(want) + " floats, received " +
-                              std::to_string(out.length));
-  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, 4, false));
-  call->b = StridedMatrix{b.floats(), transpose ? 1 : s[1], transpose ? s[1] : 1};
+    return Status::rangeError("packMatrix: out must hold " + std::to_string(want) + (f.bf16 ? " bf16 values" : " floats") +
+                              ", received " + std::to_string(out.length));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, out.elementBytes(), "b", b, b.elementBytes(), false));
+  const int64_t rowStride = transpose ? 1 : s[1], colStride = transpose ? s[1] : 1;
+  call->bf16 = f.bf16;
+  call->sourceBf16 = b.bf16;
+  if (b.bf16)
+    call->b16 = StridedBf16Matrix{b.halves(), rowStride, colStride};
+  else
+    call->b = StridedMatrix{b.floats(), rowStride, colStride};
+  if (f.bf16) call->out16 = static_cast<uint16_t*>(const_cast<void*>(out.data));
   call->k = k;
   call->n = n;
   call->out = out.mutableFloats();
@@ -400,7 +418,13 @@ void runCall(const RopeCall& call) {
 
 void runCall(const PackCall& call) {
   ComputeScope computing;
-  packWholeB(call.b, call.k, call.n, call.out);
+  if (!call.bf16) {
+    packWholeB(call.b, call.k, call.n, call.out);
+  } else if (call.sourceBf16) {
+    packWholeBBf16(call.b16, call.k, call.n, call.out16);
+  } else {
+    packWholeBBf16(call.b, call.k, call.n, call.out16);
+  }
 }
 
 }  // namespace mhsa

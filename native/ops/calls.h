@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/rope.h"
 #include "attention_op.h"
 #include "matmul_op.h"
@@ -25,7 +26,13 @@ struct BufferArg {
   int64_t length = 0;
   bool present = false;
 
+  // A Uint16Array of bf16 values (a prepacked bf16 matrix, or a checkpoint's
+  // tensor kept in bf16), where the op takes one.
+  bool bf16 = false;
+
   const float* floats() const { return static_cast<const float*>(data); }
+  const uint16_t* halves() const { return static_cast<const uint16_t*>(data); }
+  int64_t elementBytes() const { return bf16 ? 2 : 4; }
   float* mutableFloats() const { return static_cast<float*>(const_cast<void*>(data)); }
 };
 
@@ -104,6 +111,10 @@ Status preparePackedSize(const Descriptor& desc, int64_t* floats);
 
 // packMatrix(b, out): out = op(b) packed for the GEMM.
 struct PackCall {
+  bool bf16 = false;           // packed in bf16 (packWholeBBf16) into out16
+  bool sourceBf16 = false;     // b is already bf16 (b16)
+  StridedBf16Matrix b16{};
+  uint16_t* out16 = nullptr;
   StridedMatrix b{};
   int64_t k = 0, n = 0;
   float* out = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../kernels/gemm_bf16.h"
 #include "../kernels/gemm_blas.h"
 #include "../runtime/thread_pool.h"
 
@@ -28,10 +29,13 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
       return error("a packed b must be 2-D and not transposed (transpose when packing)");
     if (elementCount(args.b) < 0)
       return error("packed b's shape " + shapeToString(args.b) + " is too large");
-    const int64_t expected = packedBSize(args.b[0], args.b[1]);
+    const int64_t expected = args.bBf16 ? packedBf16Size(args.b[0], args.b[1]) : packedBSize(args.b[0], args.b[1]);
     if (args.bLength != expected)
-      return error("packed b holds " + std::to_string(args.bLength) + " floats, expected " +
-                   std::to_string(expected) + " for " + shapeToString(args.b) + " packed for this CPU");
+      return error("packed b holds " + std::to_string(args.bLength) + (args.bBf16 ? " bf16 values" : " floats") +
+                   ", expected " + std::to_string(expected) + " for " + shapeToString(args.b) +
+                   (args.bBf16 ? " packed in bf16" : " packed for this CPU"));
+  } else if (args.bBf16) {
+    return error("a bf16 b must be prepacked");
   } else if (!(st = checkLength(args.fn, "b", args.b, args.bLength)).ok()) {
     return st;
   }
@@ -88,6 +92,7 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   plan->bColStride = args.transposeB ? bCols : 1;
   plan->hasC = args.hasC;
   plan->bPacked = args.bPacked;
+  plan->bBf16 = args.bBf16;
   if (args.hasC) {
     const Shape full = broadcastStrides(args.c, result);
     plan->cBatchStrides.assign(full.begin(), full.end() - 2);
@@ -151,6 +156,19 @@ bool allZero(const Shape& s) {
   return true;
 }
 
+// One matrix b for every entry and a's entries row-major, one after another
+// (rows k apart throughout): the batch folds into M.
+bool contiguousRows(const MatmulPlan& plan) {
+  if (!allZero(plan.bBatchStrides)) return false;
+  if (plan.aColStride != 1 || (plan.m != 1 && plan.aRowStride != plan.k)) return false;
+  int64_t expect = plan.m * plan.k;
+  for (size_t d = plan.batch.size(); d-- > 0;) {
+    if (plan.batch[d] != 1 && plan.aBatchStrides[d] != expect) return false;
+    expect *= plan.batch[d];
+  }
+  return true;
+}
+
 }  // namespace
 
 void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
@@ -161,7 +179,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   // it to each tile as it first writes it: no pass over out beforehand. Not
   // with a system BLAS, which takes c only as out's starting value.
   const bool biasRow = accumulate && beta == 1.0f && c != out && plan.cRowStride == 0 && plan.cColStride == 1 &&
-                       allZero(plan.cBatchStrides) && systemBlasName() == nullptr;
+                       allZero(plan.cBatchStrides) && (systemBlasName() == nullptr || plan.bBf16);
   if (accumulate && !biasRow) applyBetaC(plan, c, out, beta);
   if (biasRow) accumulate = false;
 
@@ -176,7 +194,8 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   p.outRowStride = plan.n;
   p.outColStride = 1;
   p.accumulate = accumulate;
-  if (plan.bPacked) p.packedB = b;
+  if (plan.bPacked && !plan.bBf16) p.packedB = b;
+  if (plan.bBf16) p.packedBBf16 = reinterpret_cast<const uint16_t*>(b);
   if (biasRow) p.bias = c;
   p.aLayerNorm = aNorm;
 
@@ -188,6 +207,21 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
     q.out = out + index * plan.m * plan.n;
     return q;
   };
+
+  // A bf16 weight: rows of every entry folded into M where they lie evenly
+  // (as below), else one product per entry, each over the pool.
+  if (plan.bBf16) {
+    if (contiguousRows(plan)) {
+      p.m = plan.m * plan.batchCount;
+      p.a.rowStride = plan.k;
+      gemmBf16(p);
+      return;
+    }
+    for (int64_t index = 0; index < plan.batchCount; ++index) {
+      gemmBf16(entry(index));
+    }
+    return;
+  }
 
   // Built with a system BLAS: one sgemm per entry (BLAS threads each). An
   // entry BLAS declines (strides it cannot take, or BLAS busy with another
@@ -201,13 +235,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   // One weight matrix against a batch of row-major inputs (a projection): the
   // batch folds into M, so B is packed once for every row of every entry.
   // Entry rows must be k apart: true for a row-major a, or a single row.
-  bool contiguousA = plan.aColStride == 1 && (plan.m == 1 || plan.aRowStride == plan.k);
-  int64_t expect = plan.m * plan.k;
-  for (size_t d = plan.batch.size(); d-- > 0 && contiguousA;) {
-    if (plan.batch[d] != 1 && plan.aBatchStrides[d] != expect) contiguousA = false;
-    expect *= plan.batch[d];
-  }
-  if (allZero(plan.bBatchStrides) && contiguousA) {
+  if (contiguousRows(plan)) {
     p.m = plan.m * plan.batchCount;
     p.a.rowStride = plan.k;
     gemmParallel(p);

@@ -16,6 +16,7 @@ struct MatmulArgs {
   // b is a prepacked matrix (packWholeB) of logical shape [K, N]: its data is
   // packedBSize(K, N) floats, not K * N.
   bool bPacked = false;
+  bool bBf16 = false;  // b is packed in bf16 (packWholeBBf16): bLength counts uint16 elements
   int64_t aLength = 0, bLength = 0, cLength = 0, outLength = 0;
 };
 
@@ -28,6 +29,7 @@ struct MatmulPlan {
   int64_t cRowStride = 0, cColStride = 0;      // 0 where c broadcasts
   bool hasC = false;
   bool bPacked = false;
+  bool bBf16 = false;
   int64_t batchCount = 0;
 };
 

@@ -6,6 +6,10 @@
 #if defined(MHSA_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
 #endif
+#if defined(MHSA_HAVE_X86_KERNELS) && defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace mhsa {
 namespace {
@@ -69,6 +73,40 @@ bool cpuHasPrefetchW() {
 #endif
   }();
   return has;
+}
+
+bool cpuHasAvx512Bf16() {
+  static const bool has = [] {
+#if defined(MHSA_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+#if defined(MHSA_EMULATED_AVX512)
+    if (selectedIsa() == Isa::Avx512) return true;
+#endif
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 5)) != 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
+bool amxTilesUsable() {
+  static const bool usable = [] {
+#if defined(MHSA_HAVE_X86_KERNELS) && defined(__x86_64__) && defined(__linux__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if ((edx & (1u << 22)) == 0 || (edx & (1u << 24)) == 0) return false;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || (ecx & (1u << 27)) == 0) return false;  // OSXSAVE
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return usable;
 }
 
 const char* isaName(Isa isa) {

@@ -21,4 +21,16 @@ bool isaFromName(const char* name, Isa* isa);
 // back to a read prefetch without it. Detected once.
 bool cpuHasPrefetchW();
 
+// Whether the CPU runs AVX512_BF16's VDPBF16PS (CPUID 7.1 EAX bit 5). A
+// build whose AVX-512 table is emulated (MHSA_EMULATED_AVX512) says yes on
+// AVX2, as its emulation covers the instruction. Detected once.
+bool cpuHasAvx512Bf16();
+
+// Whether AMX-BF16 tiles may be used: the CPU has AMX-TILE and AMX-BF16
+// (CPUID 7.0 EDX bits 24 and 22), the OS saves the tile state (XCR0 bits 17
+// and 18), and Linux granted this process the tile data (arch_prctl
+// ARCH_REQ_XCOMP_PERM, asked once; Linux 5.16 and later). False on other
+// systems. Detected once.
+bool amxTilesUsable();
+
 }  // namespace mhsa

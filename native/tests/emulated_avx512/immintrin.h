@@ -126,6 +126,17 @@ inline float reduceAdd(simde__m512 x) {
                 [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
 }
 
+// vpmovdw: each 32-bit lane truncated to its low 16 bits.
+inline simde__m256i truncate32To16(simde__m512i x) {
+  uint32_t in[16];
+  uint16_t out[16];
+  std::memcpy(in, &x, sizeof in);
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<uint16_t>(in[i]);
+  simde__m256i r;
+  std::memcpy(&r, out, sizeof r);
+  return r;
+}
+
 }  // namespace mhsa_emulated_avx512
 
 #undef _mm512_mask_loadu_ps
@@ -161,3 +172,6 @@ inline float reduceAdd(simde__m512 x) {
 #undef _mm256_mask_cmp_ps_mask
 #define _mm256_mask_cmp_ps_mask(k, a, b, predicate) \
   static_cast<simde__mmask8>((k) & simde_mm256_cmp_ps_mask((a), (b), (predicate)))
+// SIMDe 0.7.4 lacks it (gemm_bf16_avx512.cc's rounding to bf16).
+#undef _mm512_cvtepi32_epi16
+#define _mm512_cvtepi32_epi16(x) mhsa_emulated_avx512::truncate32To16(x)
