@@ -25,7 +25,7 @@ export interface NativeAddon {
   decodeHalf(bytes: Uint8Array, out: Float32Array, bf16: boolean, done?: NativeCallback): void;
   packMatrix(...args: unknown[]): void;
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
-  calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; gbs: number };
+  calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; bf16Gflops: number; gbs: number };
   info(): {
     isa: string;
     bf16: string;

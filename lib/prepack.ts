@@ -1,7 +1,7 @@
-import { formatShape, rangeError, typeError } from './errors';
+import { formatShape, rangeError } from './errors';
 import { allocateBf16, allocateFloats } from './memory';
 import { Descriptor, native } from './native';
-import { checkOptions, optBoolean } from './validate';
+import { checkOptions, optBoolean, optEnum } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import { checkBf16Tensor, checkTensor, isBf16Tensor, type Bf16Tensor, type TensorLike } from './tensor';
 
@@ -105,8 +105,7 @@ function preparePack(fn: string, b: TensorLike | Bf16Tensor, options: PrepackOpt
   const tb = sourceBf16 ? checkBf16Tensor(fn, 'b', b) : checkTensor(fn, 'b', b);
   if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
   const transpose = optBoolean(fn, 'options.transpose', opts.transpose, false);
-  const dtype = opts.dtype ?? (sourceBf16 ? 'bf16' : 'float32');
-  if (dtype !== 'float32' && dtype !== 'bf16') throw typeError(fn, 'options.dtype', "'float32' or 'bf16'", dtype);
+  const dtype = optEnum(fn, 'options.dtype', opts.dtype, ['float32', 'bf16'] as const) ?? (sourceBf16 ? 'bf16' : 'float32');
   const bf16 = dtype === 'bf16';
   if (sourceBf16 && !bf16) {
     throw rangeError(fn, "a bf16 b packs only with dtype 'bf16' (load it widened to float32 for a float32 weight)");

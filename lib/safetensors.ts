@@ -2,15 +2,16 @@
  * A reader for the safetensors format (https://github.com/huggingface/safetensors):
  * an 8-byte little-endian header length N, N bytes of UTF-8 JSON, then the raw
  * little-endian tensor bytes. F32 tensors come back as Float32Array views over
- * the file's bytes (no copy); F16 and BF16 are converted to F32.
+ * the file's bytes (no copy); F16 and BF16 are converted to F32, or BF16 kept
+ * as Uint16Array views (options.bf16 'keep').
  */
 import * as fs from 'node:fs';
 import { types } from 'node:util';
 import { detachedError, typeError } from './errors';
-import { checkOptions } from './validate';
+import { checkOptions, optEnum } from './validate';
 import { native } from './native';
 import { enqueue } from './queue';
-import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Tensor } from './tensor';
+import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Bf16Tensor, type Tensor } from './tensor';
 
 /** The element types {@link loadSafetensors} returns as float32 tensors. */
 export type SafetensorsFloatDtype = 'F32' | 'F16' | 'BF16';
@@ -24,12 +25,20 @@ export interface LoadSafetensorsOptions {
    * `position_ids`. Default: every tensor.
    */
   filter?: (name: string) => boolean;
+  /**
+   * `'widen'` (the default) converts BF16 tensors to float32. `'keep'` returns
+   * them as {@link Bf16Tensor}s, Uint16Array views over the source bytes (a
+   * copy only when misaligned): no float32 copy of a bf16 checkpoint is ever
+   * made. {@link prepack} and `MultiHeadSelfAttention.fromTorch` take them as
+   * weights; pass the other ops float32.
+   */
+  bf16?: 'widen' | 'keep';
 }
 
-/** What {@link loadSafetensors} returns. */
-export interface SafetensorsFile {
-  /** Every decoded tensor by name, as float32. F32 data is a view over the source bytes. */
-  tensors: Record<string, Tensor>;
+/** What {@link loadSafetensors} returns: T is Tensor, or Tensor | Bf16Tensor with options.bf16 'keep'. */
+export interface SafetensorsFile<T = Tensor> {
+  /** Every decoded tensor by name, as float32 (or bf16, kept). F32 and kept BF16 data are views over the source bytes. */
+  tensors: Record<string, T>;
   /** The dtype each tensor had in the file. */
   dtypes: Record<string, SafetensorsFloatDtype>;
   /** The header's `__metadata__` (string to string), or {} when absent. */
@@ -40,7 +49,7 @@ export interface SafetensorsFile {
 function setOwn<T>(record: Record<string, T>, key: string, value: T): void {
   Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
-const KNOWN_OPTIONS = ['filter'] as const;
+const KNOWN_OPTIONS = ['filter', 'bf16'] as const;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const FLOAT_DTYPES: readonly string[] = ['F32', 'F16', 'BF16'];
 
@@ -76,13 +85,21 @@ const FLOAT_DTYPES: readonly string[] = ['F32', 'F16', 'BF16'];
  *
  * // Only one layer, skipping everything else (including non-float buffers):
  * const layer = loadSafetensors('model.safetensors', { filter: (n) => n.startsWith('blocks.0.') });
+ *
+ * // A bf16 checkpoint without widening it (its BF16 tensors as Uint16Array views):
+ * const kept = loadSafetensors('model.safetensors', { bf16: 'keep' });
  * @throws TypeError for a wrong kind of argument or malformed content, RangeError for
  *   sizes and offsets that do not fit; fs errors (such as ENOENT) for a path that cannot be read.
  */
 export function loadSafetensors(
   source: string | Uint8Array | ArrayBuffer,
+  options: LoadSafetensorsOptions & { bf16: 'keep' },
+): SafetensorsFile<Tensor | Bf16Tensor>;
+export function loadSafetensors(source: string | Uint8Array | ArrayBuffer, options?: LoadSafetensorsOptions): SafetensorsFile;
+export function loadSafetensors(
+  source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
-): SafetensorsFile {
+): SafetensorsFile<Tensor | Bf16Tensor> {
   const fn = 'loadSafetensors';
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } = typeof source === 'string' ? { bytes: fs.readFileSync(source), where: source } : sourceBytes(fn, source);
@@ -104,8 +121,16 @@ export function loadSafetensors(
  */
 export async function loadSafetensorsAsync(
   source: string | Uint8Array | ArrayBuffer,
+  options: LoadSafetensorsOptions & { bf16: 'keep' },
+): Promise<SafetensorsFile<Tensor | Bf16Tensor>>;
+export async function loadSafetensorsAsync(
+  source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
-): Promise<SafetensorsFile> {
+): Promise<SafetensorsFile>;
+export async function loadSafetensorsAsync(
+  source: string | Uint8Array | ArrayBuffer,
+  options?: LoadSafetensorsOptions,
+): Promise<SafetensorsFile<Tensor | Bf16Tensor>> {
   const fn = 'loadSafetensorsAsync';
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } =
@@ -123,6 +148,7 @@ function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefine
   if (opts.filter !== undefined && typeof opts.filter !== 'function') {
     throw typeError(fn, 'options.filter', 'a function', opts.filter);
   }
+  optEnum(fn, 'options.bf16', opts.bf16, ['widen', 'keep'] as const);
   return opts;
 }
 
@@ -161,7 +187,7 @@ function checkHeader(
   bytes: Uint8Array,
   where: string,
   opts: LoadSafetensorsOptions,
-): { result: SafetensorsFile; halves: HalfTensor[] } {
+): { result: SafetensorsFile<Tensor | Bf16Tensor>; halves: HalfTensor[] } {
   // The header is parsed and every entry checked against the data in native code
   // (native/formats/safetensors.cc, fuzzed with libFuzzer), before any tensor is decoded.
   const parsed = native.parseSafetensors(bytes);
@@ -182,12 +208,18 @@ function checkHeader(
       );
     }
   }
-  const tensors: Record<string, Tensor> = {};
+  const tensors: Record<string, Tensor | Bf16Tensor> = {};
+  const keepBf16 = opts.bf16 === 'keep';
   const dtypes: Record<string, SafetensorsFloatDtype> = {};
   const halves: HalfTensor[] = [];
   for (const e of chosen) {
     const abs = bytes.byteOffset + parsed.dataStart + e.begin;
     let data: Float32Array;
+    if (e.dtype === 'BF16' && keepBf16) {
+      setOwn(tensors, e.name, { data: decodeKeptBf16(bytes.buffer, abs, (e.end - e.begin) / 2), shape: e.shape, dtype: 'bf16' });
+      setOwn(dtypes, e.name, 'BF16');
+      continue;
+    }
     if (e.dtype === 'F32') {
       data = decodeF32(bytes.buffer, abs, (e.end - e.begin) / 4);
     } else {
@@ -198,6 +230,15 @@ function checkHeader(
     setOwn(dtypes, e.name, e.dtype as SafetensorsFloatDtype);
   }
   return { result: { tensors, dtypes, metadata }, halves };
+}
+
+/** BF16 values as they are: a view when aligned (and the host is little-endian), else a copy. */
+function decodeKeptBf16(buffer: ArrayBufferLike, offset: number, count: number): Uint16Array {
+  if (LITTLE_ENDIAN && offset % 2 === 0) return new Uint16Array(buffer, offset, count);
+  const out = new Uint16Array(count);
+  const dv = new DataView(buffer, offset, count * 2);
+  for (let i = 0; i < count; i++) out[i] = dv.getUint16(2 * i, true);
+  return out;
 }
 
 /** A view when aligned (and the host is little-endian), else a copy. */

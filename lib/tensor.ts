@@ -50,7 +50,7 @@ export interface Bf16Tensor {
 }
 
 /** Whether a tensor argument says it is bf16 (its dtype field; checkBf16Tensor checks the rest). */
-export function isBf16Tensor(value: unknown): boolean {
+export function isBf16Tensor(value: unknown): value is Bf16Tensor {
   return typeof value === 'object' && value !== null && (value as { dtype?: unknown }).dtype === 'bf16';
 }
 

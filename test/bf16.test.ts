@@ -7,7 +7,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import * as path from 'node:path';
-import { info, matmul, matmulAsync, prepack, prepackAsync, tensor, type Bf16Tensor } from '../lib';
+import { MultiHeadSelfAttention, info, matmul, matmulAsync, prepack, prepackAsync, tensor, type Bf16Tensor } from '../lib';
 import { native } from '../lib/native';
 import { SIZES, dotProductScale, expectBitEqual, expectClose, pickSeed, poisoned, randomFloat32, rngFor } from './helpers/random';
 import { refMatmul, refMatmulMagnitude } from './helpers/reference';
@@ -138,8 +138,9 @@ describe('bf16 bad inputs', () => {
   const w = tensor(new Float32Array(6), [2, 3]);
   test('prepack', () => {
     expect(() => prepack(w, { dtype: 'fp16' as never })).toThrow(
-      expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/'float32' or 'bf16' for options\.dtype/) }),
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/options\.dtype must be one of 'float32', 'bf16', received 'fp16'/) }),
     );
+    expect(() => prepack(w, { dtype: 16 as never })).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/options\.dtype/) }));
     const halves: Bf16Tensor = { data: new Uint16Array(6), shape: [2, 3], dtype: 'bf16' };
     expect(() => prepack(halves, { dtype: 'float32' })).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/packs only with dtype 'bf16'/) }));
     expect(() => prepack({ data: new Uint16Array(5), shape: [2, 3], dtype: 'bf16' })).toThrow(
@@ -185,5 +186,77 @@ describe('bf16 bad inputs', () => {
       expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/bf16 b must be prepacked/) }),
     );
     expect(Array.from(out).every(Number.isNaN)).toBe(true);
+  });
+});
+
+describe(`MultiHeadSelfAttention in bf16 (seed ${SEED})`, () => {
+  // A ViT-style block (LayerNorm fused into the QKV product, biases) and a
+  // LLaMA-style decoder layer (RMSNorm, grouped heads, RoPE).
+  const layers = [
+    { name: 'vit', dim: 96, heads: 4, kvHeads: 4, norm: 'layer' as const, bias: true },
+    { name: 'llama', dim: 64, heads: 4, kvHeads: 2, norm: 'rms' as const, bias: false },
+  ];
+  for (const l of layers) {
+    test(`${l.name}: within 5e-3 of the block with the weights rounded, and of float32 within 1e-2; fromTorch of kept bf16 tensors the same bits`, async () => {
+      const rng = rngFor(SEED, `block ${l.name}`);
+      const dimHead = l.dim / l.heads;
+      const rows = (l.heads + 2 * l.kvHeads) * dimHead;
+      const inner = l.heads * dimHead;
+      const qkv = randomFloat32(rng, rows * l.dim).map((v) => v / Math.sqrt(l.dim));
+      const wo = randomFloat32(rng, l.dim * inner).map((v) => v / Math.sqrt(inner));
+      const normW = randomFloat32(rng, l.dim).map((v) => 1 + 0.5 * v);
+      const bqkv = randomFloat32(rng, rows).map((v) => 0.2 * v);
+      const config = (qkvWeight: Float32Array, outWeight: Float32Array) => ({
+        dim: l.dim,
+        heads: l.heads,
+        kvHeads: l.kvHeads,
+        norm: { type: l.norm, weight: tensor(normW, [l.dim]) },
+        ...(l.norm === 'rms' ? { rope: { theta: 10000 } } : {}),
+        weights: {
+          qkvWeight: tensor(qkvWeight, [rows, l.dim]),
+          outWeight: tensor(outWeight, [l.dim, inner]),
+          ...(l.bias ? { qkvBias: tensor(bqkv, [rows]) } : {}),
+        },
+      });
+      const half = new MultiHeadSelfAttention({ ...config(qkv, wo), dtype: 'bf16' });
+      const roundedWeights = new MultiHeadSelfAttention(config(rounded(qkv), rounded(wo)));
+      const full = new MultiHeadSelfAttention(config(qkv, wo));
+      const [B, T] = [2, 17];
+      const x = tensor(randomFloat32(rng, B * T * l.dim), [B, T, l.dim]);
+      const causal = l.norm === 'rms';
+      const y = half.forward(x, { causal });
+      // The block also rounds the projections' inputs to bf16: that, and float
+      // rounding, is all that separates it from the block with rounded weights.
+      expectClose(y.data, roundedWeights.forward(x, { causal }).data, 5e-3, { seed: SEED, label: `${l.name} against rounded weights` });
+      expectClose(y.data, full.forward(x, { causal }).data, 1e-2, { seed: SEED, label: `${l.name} against float32` });
+      expectBitEqual((await half.forwardAsync(x, { causal })).data, y.data, { seed: SEED, label: `${l.name} async` });
+
+      // The same layer from a state dict of kept bf16 tensors (as loadSafetensors(..., { bf16: 'keep' }) returns).
+      const bf = (data: Float32Array, shape: number[]): Bf16Tensor => ({ data: Uint16Array.from(data, toBf16), shape, dtype: 'bf16' });
+      const kvRows = l.kvHeads * dimHead;
+      const sd: Record<string, Bf16Tensor> = {
+        'q_proj.weight': bf(qkv.subarray(0, inner * l.dim), [inner, l.dim]),
+        'k_proj.weight': bf(qkv.subarray(inner * l.dim, (inner + kvRows) * l.dim), [kvRows, l.dim]),
+        'v_proj.weight': bf(qkv.subarray((inner + kvRows) * l.dim), [kvRows, l.dim]),
+        'o_proj.weight': bf(wo, [l.dim, inner]),
+      };
+      const fromTorch = MultiHeadSelfAttention.fromTorch(sd, { heads: l.heads });
+      const noNorm = new MultiHeadSelfAttention({ ...config(qkv, wo), norm: undefined, rope: undefined, weights: { ...config(qkv, wo).weights, qkvBias: undefined }, dtype: 'bf16' });
+      expectBitEqual(fromTorch.forward(x).data, noNorm.forward(x).data, { seed: SEED, label: `${l.name} fromTorch` });
+    });
+  }
+
+  test('bad configs', () => {
+    const w = { qkvWeight: tensor(new Float32Array(3 * 16), [12, 4]), outWeight: tensor(new Float32Array(16), [4, 4]) };
+    expect(() => new MultiHeadSelfAttention({ dim: 4, heads: 1, weights: w, dtype: 'fp8' as never })).toThrow(
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/config\.dtype must be one of/) }),
+    );
+    const kept: Bf16Tensor = { data: new Uint16Array(48), shape: [12, 4], dtype: 'bf16' };
+    expect(() => new MultiHeadSelfAttention({ dim: 4, heads: 1, weights: { ...w, qkvWeight: kept }, dtype: 'float32' })).toThrow(
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/qkvWeight is a bf16 tensor/) }),
+    );
+    expect(() => new MultiHeadSelfAttention({ dim: 4, heads: 1, weights: { ...w, qkvWeight: { ...kept, shape: [4, 12] } } })).toThrow(
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/qkvWeight/) }),
+    );
   });
 });

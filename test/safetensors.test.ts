@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { loadSafetensors, loadSafetensorsAsync } from '../lib';
+import { loadSafetensors, loadSafetensorsAsync, type Bf16Tensor, type Tensor } from '../lib';
 import { pickSeed, rngFor } from './helpers/random';
 import { fixtureFiles, readSafetensors } from './helpers/safetensors';
 
@@ -200,6 +200,33 @@ describe(`loadSafetensors (seed ${SEED})`, () => {
     }
     const spot = loadSafetensors(build({ b: { dtype: 'BF16', shape: [3], bytes: u16Bytes([0x3f80, 0xc000, 0x3e20]) } }));
     expect(Array.from(spot.tensors.b.data)).toEqual([1, -2, 0.15625]);
+  });
+
+  test("bf16: 'keep' returns BF16 tensors as Uint16Array views (a copy when misaligned), the rest as before", async () => {
+    const words = Uint16Array.from({ length: 64 }, (_, i) => (i * 977) & 0xffff);
+    const specs = {
+      b: { dtype: 'BF16', shape: [8, 8], bytes: u16Bytes(words) },
+      h: { dtype: 'F16', shape: [2], bytes: u16Bytes([0x3c00, 0xc000]) },
+      f: { dtype: 'F32', shape: [1], bytes: new Uint8Array(new Float32Array([3]).buffer) },
+    };
+    for (const leading of [0, 1]) {
+      // The data starts on an even offset of the header; one leading byte makes it odd.
+      const buf = build(specs, { leading, align: 2 });
+      const kept = loadSafetensors(buf, { bf16: 'keep' });
+      const b = kept.tensors.b as Bf16Tensor;
+      expect(b.dtype).toBe('bf16');
+      expect(b.shape).toEqual([8, 8]);
+      expect(Array.from(b.data)).toEqual(Array.from(words));
+      expect(b.data.buffer === buf.buffer).toBe(leading === 0);
+      expect(kept.dtypes.b).toBe('BF16');
+      expect(Array.from((kept.tensors.h as Tensor).data)).toEqual([1, -2]);
+      expect(Array.from((kept.tensors.f as Tensor).data)).toEqual([3]);
+      const keptAsync = await loadSafetensorsAsync(buf, { bf16: 'keep' });
+      expect(Array.from((keptAsync.tensors.b as Bf16Tensor).data)).toEqual(Array.from(words));
+      const widened = loadSafetensors(buf, { bf16: 'widen' });
+      expect(widened.tensors.b.data).toBeInstanceOf(Float32Array);
+    }
+    expectError(() => loadSafetensors(build(specs), { bf16: 'half' as never }), RangeError, /options\.bf16 must be one of 'widen', 'keep'/);
   });
 
   test('zero-size tensors, no metadata, an empty header', () => {

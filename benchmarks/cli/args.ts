@@ -1,6 +1,6 @@
 /** Command-line options of mhsa-bench. A usage error throws {@link UsageError} (exit code 2). */
 import * as os from 'node:os';
-import { selectWorkloads, suiteWorkloads, type Suite, type Workload } from './workloads';
+import { isBf16, selectWorkloads, suiteWorkloads, type Suite, type Workload } from './workloads';
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -35,6 +35,8 @@ export interface Options {
   check: boolean;
   /** Time mhsa and the peers of a row group in alternating bursts instead of one after another. */
   interleave: boolean;
+  /** --dtype: only the workloads whose weights mhsa holds in this type (undefined: all). */
+  dtype?: 'fp32' | 'bf16';
 }
 
 export const PEER_NAMES = ['onnxruntime', 'onnxruntime-mha', 'onnxruntime-gqa', 'pytorch', 'pytorch-mha', 'mhsa-alloc', 'mhsa-unfused', 'tfjs-wasm', 'js'] as const;
@@ -69,6 +71,8 @@ Options:
                          --svg its chart); --workload and --threads select its rows
   --interleave           time mhsa and its peers in alternating bursts (same host noise
                          for each; the fair comparison on a shared machine)
+  --dtype fp32|bf16      only the workloads in float32, or those where mhsa's weights are
+                         bf16 (*_bf16: % of the bf16 peak; peers stay float32)
   --check                run every workload once at a small size and verify it; no timing
   --list                 list the workloads and peers, then exit
   -h, --help             show this help
@@ -100,6 +104,7 @@ export function parseArgs(argv: readonly string[]): Options {
   let help = false;
   let check = false;
   let interleave = false;
+  let dtype: 'fp32' | 'bf16' | undefined;
 
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -117,12 +122,18 @@ export function parseArgs(argv: readonly string[]): Options {
     const noValue = () => {
       if (inline !== undefined) throw new UsageError(`${name} takes no value, received '${arg}'`);
     };
-    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--check', '--list'].includes(name)) runOnly.push(name);
+    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--check', '--list', '--dtype'].includes(name)) runOnly.push(name);
     switch (name) {
       case '--suite': {
         const v = value();
         if (v !== 'quick' && v !== 'full') throw new UsageError(`--suite expects quick or full, received '${v}'`);
         suite = v;
+        break;
+      }
+      case '--dtype': {
+        const v = value();
+        if (v !== 'fp32' && v !== 'bf16') throw new UsageError(`--dtype expects fp32 or bf16, received '${v}'`);
+        dtype = v;
         break;
       }
       case '--workload':
@@ -210,6 +221,10 @@ export function parseArgs(argv: readonly string[]): Options {
     // --check covers every workload (at its small size) unless --workload narrows it.
     workloads = suiteWorkloads(check ? 'full' : suite);
   }
+  if (dtype !== undefined) {
+    workloads = workloads.filter((w) => isBf16(w.problem) === (dtype === 'bf16'));
+    if (workloads.length === 0) throw new UsageError(`--dtype ${dtype} leaves no workload (the bf16 ones are in --suite full)`);
+  }
   return {
     workloads,
     suite,
@@ -227,5 +242,6 @@ export function parseArgs(argv: readonly string[]): Options {
     help,
     check,
     interleave,
+    ...(dtype !== undefined ? { dtype } : {}),
   };
 }

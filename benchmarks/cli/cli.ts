@@ -11,12 +11,12 @@ import { makeInputs, type Inputs } from './data';
 import { mhsaImpl } from './mhsa-impl';
 import { PEERS, type Impl, type Prepared } from './peers';
 import { pytorchMissing } from './peers/pytorch';
-import { buildReference, relativeError, TOLERANCE, type Reference } from './reference';
+import { BF16_TOLERANCE, buildReference, relativeError, TOLERANCE, type Reference } from './reference';
 import { renderChart } from './chart';
 import { renderSaved } from './from-json';
 import { formatTable, legend, SCHEMA, skipNotes, writeReportFile, type ImplInfo, type Peak, type Report, type Row } from './report';
 import { measure, measureInterleaved, once, type Measurement } from './runner';
-import { bytes, flops, outputLength, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
+import { bytes, flops, isBf16, outputLength, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
 
 /**
  * A warning when the start-up calibration shows other work on the machine: an
@@ -99,8 +99,24 @@ function calibrate(threads: number[], quick: boolean): Peak[] {
   // ~0.1 s of FMAs and 256 MiB read (128 MiB for quick runs) per thread count, best of 3 each.
   return threads.map((t) => {
     const r = native.calibrate(t, 2e7, (quick ? 128 : 256) * 2 ** 20);
-    return { threads: t, gflops: r.gflops, gbs: r.gbs };
+    return { threads: t, gflops: r.gflops, bf16Gflops: r.bf16Gflops, gbs: r.gbs };
   });
+}
+
+/**
+ * A row's % of the machine's peak: of read bandwidth for GB/s rows, else of
+ * the FMA peak, or of the bf16 peak for mhsa's bf16 rows where the CPU
+ * multiplies bf16 (peers on those rows compute in float32: theirs stays of the FMA peak).
+ */
+function percentOfPeak(row: Row, peak: Peak): number {
+  if (row.metric === 'GB/s') return (100 * row.gbs!) / peak.gbs;
+  const bf16 = isBf16(row.problem) && row.impl.startsWith('mhsa') && (peak.bf16Gflops ?? 0) > 0;
+  return (100 * row.gflops!) / (bf16 ? peak.bf16Gflops! : peak.gflops);
+}
+
+/** The normwise tolerance of a problem's check: bf16 weights (and activations) round at 2^-9, far above float32's sums. */
+function toleranceOf(p: Problem): number {
+  return isBf16(p) ? BF16_TOLERANCE : TOLERANCE;
 }
 
 function describeProblemLine(w: Workload): string {
@@ -170,17 +186,16 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
         gflops: w.metric === 'GB/s' && p.kind === 'softmax' ? null : f / sec / 1e9,
         gbs: w.metric === 'GB/s' ? nbytes / sec / 1e9 : null,
       });
-      if (peak) {
-        row.pct_peak = w.metric === 'GB/s' ? (100 * row.gbs!) / peak.gbs : (100 * row.gflops!) / peak.gflops;
-      }
+      if (peak) row.pct_peak = percentOfPeak(row, peak);
     }
     const output = prepared.canonical ? prepared.canonical(out) : out;
     const err = relativeError(output, ref!, outputLength(p));
     row.rel_err = Number.isFinite(err) ? err : null;
-    if (!(err <= TOLERANCE)) {
+    const tolerance = toleranceOf(p);
+    if (!(err <= tolerance)) {
       // A wrong result is never reported as a timing.
       Object.assign(row, { status: 'wrong', median_ms: null, min_ms: null, max_ms: null, gflops: null, gbs: null, pct_peak: null });
-      row.note = `wrong result: rel err ${Number.isNaN(err) ? 'NaN (non-finite output or wrong length)' : err.toExponential(2)} > ${TOLERANCE}`;
+      row.note = `wrong result: rel err ${Number.isNaN(err) ? 'NaN (non-finite output or wrong length)' : err.toExponential(2)} > ${tolerance}`;
       progress.clear();
       ctx.loud(`mhsa-bench: WRONG RESULT: ${impl.name} on ${w.name} (${shape}, ${threads} thread${threads > 1 ? 's' : ''}): ${row.note}`);
     } else if (impl.name === 'mhsa' && row.median_ms !== null) {
@@ -362,7 +377,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     calibration = { start, end: null };
     out(
       `peak (measured at start-up): ${start
-        .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s FMA, ${p.gbs.toFixed(1)} GB/s read`)
+        .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s FMA, ${(p.bf16Gflops ?? 0).toFixed(1)} GFLOP/s bf16 (${info().bf16}), ${p.gbs.toFixed(1)} GB/s read`)
         .join(' · ')}`,
     );
     out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up${opts.interleave ? ', mhsa and its peers interleaved in bursts' : ''}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
@@ -395,12 +410,17 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (changed) out(changed);
     for (const e of end) {
       const s = peaks.get(e.threads)!;
-      const best = { threads: e.threads, gflops: Math.max(s.gflops, e.gflops), gbs: Math.max(s.gbs, e.gbs) };
-      if (best.gflops !== s.gflops || best.gbs !== s.gbs) {
+      const best = {
+        threads: e.threads,
+        gflops: Math.max(s.gflops, e.gflops),
+        bf16Gflops: Math.max(s.bf16Gflops ?? 0, e.bf16Gflops ?? 0),
+        gbs: Math.max(s.gbs, e.gbs),
+      };
+      if (best.gflops !== s.gflops || best.gbs !== s.gbs || best.bf16Gflops !== s.bf16Gflops) {
         peaks.set(e.threads, best);
         for (const r of rows) {
           if (r.threads !== e.threads || r.pct_peak === null) continue;
-          r.pct_peak = r.metric === 'GB/s' ? (100 * r.gbs!) / best.gbs : (100 * r.gflops!) / best.gflops;
+          r.pct_peak = percentOfPeak(r, best);
         }
       }
     }

@@ -5,7 +5,7 @@
  * nothing can never pass the check with a previous call's numbers.
  */
 import * as lib from '../../lib';
-import { attention, info, KVCache, layerNorm, matmul, MultiHeadSelfAttention, setNumThreads, softmax, type Tensor } from '../../lib';
+import { attention, info, KVCache, layerNorm, matmul, MultiHeadSelfAttention, prepack, setNumThreads, softmax, type Tensor } from '../../lib';
 import type { Inputs } from './data';
 import type { Impl, Prepared } from './peers/types';
 import { decoderRows, outputLength, type AttentionProblem, type DecoderProblem, type Problem } from './workloads';
@@ -46,6 +46,7 @@ export function newBlock(p: Extract<Problem, { kind: 'block' }>, x: Extract<Inpu
     dim, heads, dimHead, eps: 1e-5,
     weights: { qkvWeight: t(x.wqkv, [3 * inner, dim]), outWeight: t(x.wo, [dim, inner]), outBias: t(x.bo, [dim]) },
     norm: { weight: t(x.gamma, [dim]), bias: t(x.beta, [dim]) },
+    ...(p.dtype ? { dtype: p.dtype } : {}),
   });
 }
 
@@ -61,6 +62,7 @@ export function newDecoder(p: DecoderProblem, x: Extract<Inputs, { kind: 'decode
     weights: { qkvWeight: t(x.wqkv, [decoderRows(p), dim]), outWeight: t(x.wo, [dim, heads * dimHead]) },
     norm: { type: 'rms', weight: t(x.gamma, [dim]) },
     rope: { theta: p.theta },
+    ...(p.dtype ? { dtype: p.dtype } : {}),
   });
   const cache = new KVCache({ batch: B, kvHeads, headDim: dimHead, maxLength: past + 1 });
   cache.append(t(x.pastK, [B, kvHeads, past, dimHead]), t(x.pastV, [B, kvHeads, past, dimHead]));
@@ -93,7 +95,7 @@ export const mhsaImpl: Impl = {
   label: 'mhsa',
   maxThreads: 1024,
   timed: {
-    gemm: 'matmul(a, b, { out })',
+    gemm: "matmul(a, b, { out }); for g_*w and g_*_bf16 b is prepack(b, { dtype: 'float32' | 'bf16' }) (untimed)",
     softmax: 'softmax(x, { out })',
     attention: "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d])",
     block: BLOCK_OPS,
@@ -101,7 +103,7 @@ export const mhsaImpl: Impl = {
   },
   async load() {
     const i = info();
-    this.label = `mhsa ${i.version} (${i.isa}${i.blas ? `, ${i.blas}` : ''})`;
+    this.label = `mhsa ${i.version} (${i.isa}, bf16 ${i.bf16}${i.blas ? `, ${i.blas}` : ''})`;
     (this.timed as Record<string, string>).block = blockClass()
       ? 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x, { out }) (lib/block/multi-head-self-attention.ts: ' +
         'one fused QKV matmul with the LayerNorm applied as a is packed → attention reading q, k, v in place → output matmul + bias, ' +
@@ -121,7 +123,8 @@ export const mhsaImpl: Impl = {
       const a = t(x.a, [p.M, p.K]);
       const b = t(x.b, [p.K, p.N]);
       const o = t(out, [p.M, p.N]);
-      return { beforeRun, dispose, run: () => matmul(a, b, { out: o }).data };
+      const packed = p.weight ? prepack(b, { dtype: p.weight }) : undefined;
+      return { beforeRun, dispose, run: () => matmul(a, packed ?? b, { out: o }).data };
     }
     if (p.kind === 'softmax' && x.kind === 'softmax') {
       const xs = t(x.x, [p.rows, p.cols]);

@@ -19,6 +19,8 @@ export interface Reference {
 
 /** Above this normwise relative error a result is wrong (fp32 accumulation errors are ~1e-6 here). */
 export const TOLERANCE = 1e-3;
+/** The same for mhsa's bf16 workloads (*_bf16): bf16 rounding of weights and activations is ~2e-3 relative per product. */
+export const BF16_TOLERANCE = 1e-2;
 
 /** Distinct integers from [0, n): `count` random ones plus the given corners (deduplicated, sorted). */
 function pickIndices(n: number, count: number, corners: number[], random: () => number): number[] {

@@ -129,6 +129,8 @@ export function legend(withPeers: boolean): string {
 export interface Peak {
   threads: number;
   gflops: number;
+  /** GFLOP/s of the bf16 path's own loop (AMX or VDPBF16PS; 0 where bf16 widens to float32). Absent in older reports. */
+  bf16Gflops?: number;
   gbs: number;
 }
 

@@ -15,6 +15,8 @@ export interface GemmProblem {
   M: number;
   K: number;
   N: number;
+  /** B is a weight packed once (untimed): in float32, or in bf16 (mhsa's prepack dtype; peers keep float32). */
+  weight?: 'float32' | 'bf16';
 }
 
 /** Softmax along the last axis of a [rows, cols] matrix. */
@@ -59,6 +61,8 @@ export interface BlockProblem {
   dim: number;
   heads: number;
   dimHead: number;
+  /** The projections' weights in bf16 (mhsa's dtype 'bf16'; peers keep float32). */
+  dtype?: 'bf16';
 }
 
 /**
@@ -79,6 +83,8 @@ export interface DecoderProblem {
   kvHeads: number;
   dimHead: number;
   theta: number;
+  /** The projections' weights in bf16 (mhsa's dtype 'bf16'; peers keep float32). */
+  dtype?: 'bf16';
 }
 
 export type Problem = GemmProblem | SoftmaxProblem | AttentionProblem | BlockProblem | DecoderProblem;
@@ -100,16 +106,18 @@ export interface Workload {
   metric: Metric;
 }
 
-const gemm = (M: number, K: number, N: number): GemmProblem => ({ kind: 'gemm', M, K, N });
+const gemm = (M: number, K: number, N: number, weight?: GemmProblem['weight']): GemmProblem => ({
+  kind: 'gemm', M, K, N, ...(weight ? { weight } : {}),
+});
 const sm = (rows: number, cols: number): SoftmaxProblem => ({ kind: 'softmax', rows, cols });
 const attn = (
   B: number, H: number, Nq: number, Nkv: number, d: number, causal = false, extra: Partial<AttentionProblem> = {},
 ): AttentionProblem => ({ kind: 'attention', B, H, Nq, Nkv, d, causal, ...extra });
-const block = (B: number, N: number, dim: number, heads: number, dimHead: number): BlockProblem => ({
-  kind: 'block', B, N, dim, heads, dimHead,
+const block = (B: number, N: number, dim: number, heads: number, dimHead: number, dtype?: 'bf16'): BlockProblem => ({
+  kind: 'block', B, N, dim, heads, dimHead, ...(dtype ? { dtype } : {}),
 });
-const decoder = (B: number, past: number, dim: number, heads: number, kvHeads: number, dimHead: number): DecoderProblem => ({
-  kind: 'decoder', B, past, dim, heads, kvHeads, dimHead, theta: 500000,
+const decoder = (B: number, past: number, dim: number, heads: number, kvHeads: number, dimHead: number, dtype?: 'bf16'): DecoderProblem => ({
+  kind: 'decoder', B, past, dim, heads, kvHeads, dimHead, theta: 500000, ...(dtype ? { dtype } : {}),
 });
 
 const QUICK: readonly Suite[] = ['quick', 'full'];
@@ -125,6 +133,10 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'g_av512', description: "GEMM M=512 K=512 N=64 (one head's A·V)", problem: gemm(512, 512, 64), small: gemm(41, 37, 16), suites: FULL, metric: 'GFLOP/s' },
   { name: 'g_qkv197', description: 'GEMM M=197 K=768 N=2304 (ViT-B/16 fused QKV projection, 1 image)', problem: gemm(197, 768, 2304), small: gemm(13, 48, 144), suites: QUICK, metric: 'GFLOP/s' },
   { name: 'g_qkv1024', description: 'GEMM M=1024 K=768 N=2304 (BERT-base-ish, 8x128 tokens)', problem: gemm(1024, 768, 2304), small: gemm(64, 48, 144), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv197w', description: 'g_qkv197 against a weight packed once (mhsa: prepack)', problem: gemm(197, 768, 2304, 'float32'), small: gemm(13, 48, 144, 'float32'), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv197_bf16', description: "g_qkv197w with mhsa's weight in bf16 (prepack dtype 'bf16'; peers in float32)", problem: gemm(197, 768, 2304, 'bf16'), small: gemm(13, 48, 144, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv1024w', description: 'g_qkv1024 against a weight packed once (mhsa: prepack)', problem: gemm(1024, 768, 2304, 'float32'), small: gemm(64, 48, 144, 'float32'), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv1024_bf16', description: "g_qkv1024w with mhsa's weight in bf16 (prepack dtype 'bf16'; peers in float32)", problem: gemm(1024, 768, 2304, 'bf16'), small: gemm(64, 48, 144, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
   { name: 's_512', description: 'row softmax 12*512 x 512', problem: sm(12 * 512, 512), small: sm(24, 37), suites: QUICK, metric: 'GB/s' },
   { name: 's_4096', description: 'row softmax 4096 x 4096', problem: sm(4096, 4096), small: sm(9, 301), suites: FULL, metric: 'GB/s' },
   { name: 'a_vit', description: 'SDPA B=1 H=12 N=197 d=64', problem: attn(1, 12, 197, 197, 64), small: attn(1, 3, 13, 13, 16), suites: QUICK, metric: 'GFLOP/s' },
@@ -139,7 +151,9 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'a_softcap', description: 'SDPA B=1 H=12 N=2048 d=64, softcap 50 (as a_2048)', problem: attn(1, 12, 2048, 2048, 64, false, { softcap: 50 }), small: attn(1, 2, 67, 67, 16, false, { softcap: 5 }), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit1', description: 'seed-004 ViT MHSA block dim=768 heads=12 dim_head=64 tokens=197 batch=1', problem: block(1, 197, 768, 12, 64), small: block(1, 11, 24, 3, 8), suites: QUICK, metric: 'GFLOP/s' },
   { name: 'm_decode', description: "LLaMA-3-8B's attention layer, one decode step over a 4096-position KV cache (RMSNorm, RoPE, GQA 32/8 heads of 128)", problem: decoder(1, 4096, 4096, 32, 8, 128), small: decoder(2, 37, 40, 6, 2, 16), suites: FULL, metric: 'GB/s' },
+  { name: 'm_decode_bf16', description: "m_decode with mhsa's projection weights in bf16 (the cache float32; peers in float32)", problem: decoder(1, 4096, 4096, 32, 8, 128, 'bf16'), small: decoder(2, 37, 40, 6, 2, 16, 'bf16'), suites: FULL, metric: 'GB/s' },
   { name: 'm_vit8', description: 'seed-004 ViT MHSA block, batch=8', problem: block(8, 197, 768, 12, 64), small: block(2, 9, 24, 3, 8), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'm_vit8_bf16', description: "m_vit8 with mhsa's projection weights in bf16 (dtype 'bf16'; peers in float32)", problem: block(8, 197, 768, 12, 64, 'bf16'), small: block(2, 9, 24, 3, 8, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
 ];
 
 export function findWorkload(name: string): Workload | undefined {
@@ -189,6 +203,11 @@ export function visiblePairs(p: AttentionProblem): number {
   return pairs;
 }
 
+/** Whether mhsa runs the problem with bf16 weights: its % of peak is then of the bf16 peak, and its check looser. */
+export function isBf16(p: Problem): boolean {
+  return (p.kind === 'gemm' && p.weight === 'bf16') || ((p.kind === 'block' || p.kind === 'decoder') && p.dtype === 'bf16');
+}
+
 /** Bytes a memory-bound call must move at least (inputs read once, output written once). */
 export function bytes(p: Problem): number {
   switch (p.kind) {
@@ -203,9 +222,11 @@ export function bytes(p: Problem): number {
       const inner = p.heads * p.dimHead;
       return 4 * (2 * T * p.dim + 4 * inner * p.dim + 3 * p.dim);
     }
-    case 'decoder':
-      // The weights and the cache, read once; x and y.
-      return 4 * (decoderRows(p) * p.dim + p.dim * p.heads * p.dimHead + 2 * p.B * p.kvHeads * p.past * p.dimHead + p.dim + 2 * p.B * p.dim);
+    case 'decoder': {
+      // The weights (2 bytes each in bf16) and the cache, read once; x and y.
+      const weights = (decoderRows(p) * p.dim + p.dim * p.heads * p.dimHead) * (p.dtype === 'bf16' ? 2 : 4);
+      return weights + 4 * (2 * p.B * p.kvHeads * p.past * p.dimHead + p.dim + 2 * p.B * p.dim);
+    }
   }
 }
 
@@ -213,7 +234,7 @@ export function bytes(p: Problem): number {
 export function shapeString(p: Problem): string {
   switch (p.kind) {
     case 'gemm':
-      return `${p.M}x${p.K}x${p.N}`;
+      return `${p.M}x${p.K}x${p.N}${p.weight ? ` ${p.weight === 'bf16' ? 'bf16 ' : ''}packed` : ''}`;
     case 'softmax':
       return `${p.rows}x${p.cols}`;
     case 'attention': {
@@ -222,9 +243,9 @@ export function shapeString(p: Problem): string {
       return `B${p.B} ${heads} ${p.Nq === p.Nkv ? `N${p.Nq}` : `Nq${p.Nq} Nkv${p.Nkv}`} d${p.d}${extras}`;
     }
     case 'block':
-      return `B${p.B} N${p.N} dim${p.dim} h${p.heads}x${p.dimHead}`;
+      return `B${p.B} N${p.N} dim${p.dim} h${p.heads}x${p.dimHead}${p.dtype ? ` ${p.dtype}` : ''}`;
     case 'decoder':
-      return `B${p.B} dim${p.dim} h${p.heads}/${p.kvHeads}x${p.dimHead} cache${p.past}`;
+      return `B${p.B} dim${p.dim} h${p.heads}/${p.kvHeads}x${p.dimHead} cache${p.past}${p.dtype ? ` ${p.dtype}` : ''}`;
   }
 }
 

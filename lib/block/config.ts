@@ -6,14 +6,14 @@
 import { formatShape, rangeError } from '../errors';
 import { LAYER_NORM_MATMUL_MAX_K, type RowLayerNorm } from '../matmul';
 import { prepack, type PackedMatrix } from '../prepack';
-import { checkExactShape, checkTensor, type CheckedTensor, type Tensor } from '../tensor';
+import { checkBf16Tensor, checkExactShape, checkTensor, isBf16Tensor, type Bf16Tensor, type CheckedTensor, type Tensor } from '../tensor';
 import { checkEps, checkObject, optBoolean, optEnum, optFiniteNumber, optNonNegativeInteger, optPositiveInteger, positiveInteger } from '../validate';
 import { checkFloat32Array } from '../tensor';
 
 /** The class name, which every message of the block starts with. */
 export const CLASS = 'MultiHeadSelfAttention';
 
-const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps', 'kvHeads', 'rope', 'softcap', 'window', 'sinks'] as const;
+const CONFIG_KEYS = ['dim', 'heads', 'dimHead', 'weights', 'norm', 'eps', 'kvHeads', 'rope', 'softcap', 'window', 'sinks', 'dtype'] as const;
 const WEIGHT_KEYS = ['qkvWeight', 'qkvBias', 'outWeight', 'outBias'] as const;
 const NORM_KEYS = ['type', 'weight', 'bias'] as const;
 const ROPE_KEYS = ['theta', 'rotaryDim', 'interleaved'] as const;
@@ -83,6 +83,14 @@ function shapedTensor(fn: string, arg: string, value: unknown, shape: readonly n
   return t;
 }
 
+/** A projection weight with an exact shape: float32, or a bf16 tensor kept from a checkpoint. */
+function shapedWeight(fn: string, arg: string, value: unknown, shape: readonly number[], what: string): CheckedTensor | Bf16Tensor {
+  if (!isBf16Tensor(value)) return shapedTensor(fn, arg, value, shape, what);
+  const t = checkBf16Tensor(fn, arg, value);
+  checkExactShape(fn, arg, t.shape, shape, what);
+  return { data: t.data, shape: t.shape, dtype: 'bf16' };
+}
+
 /**
  * Checks a config (see MultiHeadSelfAttentionConfig) and packs its projection
  * weights. TypeError for a wrong kind of argument, RangeError for a missing or
@@ -146,8 +154,8 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
   if (w.qkvWeight === undefined) {
     throw rangeError(fn, `config.weights.qkvWeight (${grouped ? rowsWhat : '[3·inner, dim]'}) is required, received undefined`);
   }
-  const qkv = shapedTensor(fn, 'config.weights.qkvWeight', w.qkvWeight, [rows, dim], rowsWhat);
-  weightViews.push(['the weight config.weights.qkvWeight', qkv.data]);
+  const qkv = shapedWeight(fn, 'config.weights.qkvWeight', w.qkvWeight, [rows, dim], rowsWhat);
+  if (!isBf16Tensor(qkv)) weightViews.push(['the weight config.weights.qkvWeight', qkv.data as Float32Array]);
   let bqkv: Tensor | undefined;
   if (w.qkvBias !== undefined) {
     const b = shapedTensor(fn, 'config.weights.qkvBias', w.qkvBias, [rows], grouped ? '[(heads + 2·kvHeads)·dimHead]' : '[3·heads·dimHead]');
@@ -156,11 +164,10 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
   }
 
   const identity = heads === 1 && dimHead === dim;
-  let wo: Tensor | undefined;
+  let wo: Tensor | Bf16Tensor | undefined;
   if (w.outWeight !== undefined) {
-    const t = shapedTensor(fn, 'config.weights.outWeight', w.outWeight, [dim, inner], '[dim, heads·dimHead]');
-    wo = { data: t.data, shape: t.shape };
-    weightViews.push(['the weight config.weights.outWeight', t.data]);
+    wo = shapedWeight(fn, 'config.weights.outWeight', w.outWeight, [dim, inner], '[dim, heads·dimHead]');
+    if (!isBf16Tensor(wo)) weightViews.push(['the weight config.weights.outWeight', wo.data as Float32Array]);
   } else if (!identity) {
     throw rangeError(
       fn,
@@ -175,8 +182,14 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
     bo = { data: t.data, shape: t.shape };
     weightViews.push(['the weight config.weights.outBias', t.data]);
   }
-  const packedQkv = prepack({ data: qkv.data, shape: qkv.shape }, { transpose: true });
-  const packedOut = wo ? prepack(wo, { transpose: true }) : undefined;
+  const dtype = optEnum(fn, 'config.dtype', c.dtype, ['float32', 'bf16'] as const) ?? (isBf16Tensor(qkv) ? 'bf16' : 'float32');
+  for (const [name, t] of [['qkvWeight', qkv], ['outWeight', wo]] as const) {
+    if (dtype === 'float32' && isBf16Tensor(t)) {
+      throw rangeError(fn, `config.weights.${name} is a bf16 tensor, which packs only with config.dtype 'bf16', received dtype 'float32'`);
+    }
+  }
+  const packedQkv = prepack(qkv, { transpose: true, dtype });
+  const packedOut = wo ? prepack(wo, { transpose: true, dtype }) : undefined;
 
   let normWeight: Tensor | undefined;
   let normBias: Tensor | undefined;

@@ -4,7 +4,7 @@
  */
 import type { AttentionWindow } from '../attention';
 import type { KVCache } from '../kv-cache';
-import type { Tensor, TensorLike } from '../tensor';
+import type { Bf16Tensor, Tensor, TensorLike } from '../tensor';
 
 /** Weights of a {@link MultiHeadSelfAttention}, in PyTorch's `nn.Linear` layout [out, in]. */
 export interface MultiHeadSelfAttentionWeights {
@@ -12,11 +12,11 @@ export interface MultiHeadSelfAttentionWeights {
    * The fused Q, K, V projection [3·inner, dim]: rows [0, inner) make q, then k, then v.
    * With kvHeads < heads, [(heads + 2·kvHeads)·dimHead, dim]: q's heads·dimHead rows, then k's and v's kvHeads·dimHead each.
    */
-  qkvWeight: TensorLike;
+  qkvWeight: TensorLike | Bf16Tensor;
   /** Its bias ([3·inner], or as many as qkvWeight's rows). Default none. */
   qkvBias?: TensorLike;
   /** The output projection [dim, inner]. Required unless heads = 1 and dimHead = dim. */
-  outWeight?: TensorLike;
+  outWeight?: TensorLike | Bf16Tensor;
   /** Its bias [dim]; needs outWeight. Default none. */
   outBias?: TensorLike;
 }
@@ -51,6 +51,14 @@ export interface MultiHeadSelfAttentionConfig {
   window?: AttentionWindow;
   /** Attention's sink logits, one per head (gpt-oss). */
   sinks?: Float32Array;
+  /**
+   * The projections' weight type: `'bf16'` packs qkvWeight and outWeight in
+   * bfloat16 (see {@link prepack}): half their memory, and the projections run
+   * on the CPU's bf16 instructions (`info().bf16`) with the activations
+   * rounded to bf16 and float32 sums. The norm, attention and the biases stay
+   * float32. Default `'float32'`, or `'bf16'` when qkvWeight is a {@link Bf16Tensor}.
+   */
+  dtype?: 'float32' | 'bf16';
 }
 
 /** Options of {@link MultiHeadSelfAttention.forward} and {@link MultiHeadSelfAttention.forwardAsync}. */
@@ -116,7 +124,14 @@ export interface MultiHeadSelfAttentionFromTorchOptions {
   /** Attention's softcap and sliding window, as the config's. */
   softcap?: number;
   window?: AttentionWindow;
+  /**
+   * The projections' weight type, as the config's `dtype`. Default `'bf16'`
+   * when the q/k/v weights are {@link Bf16Tensor}s (a checkpoint loaded with
+   * `loadSafetensors(..., { bf16: 'keep' })`), else `'float32'`. Kept bf16
+   * biases and norm weights are widened to float32.
+   */
+  dtype?: 'float32' | 'bf16';
 }
 
 /** A state dict: parameter name → tensor, as `torch.nn.Module.state_dict()` or {@link loadSafetensors} gives (an object or a Map). */
-export type StateDict = Readonly<Record<string, TensorLike>> | ReadonlyMap<string, TensorLike>;
+export type StateDict = Readonly<Record<string, TensorLike | Bf16Tensor>> | ReadonlyMap<string, TensorLike | Bf16Tensor>;

@@ -6,11 +6,12 @@
  */
 import { types } from 'node:util';
 import { formatShape, rangeError, typeError } from '../errors';
-import { checkExactShape, checkTensor, type CheckedTensor, type Tensor } from '../tensor';
+import { widenBf16 } from '../bf16';
+import { checkBf16Tensor, checkExactShape, checkTensor, isBf16Tensor, type Bf16Tensor, type CheckedTensor, type Tensor } from '../tensor';
 import { checkEps, checkOptions, isRecordLike, positiveInteger } from '../validate';
 import type { MultiHeadSelfAttentionConfig, MultiHeadSelfAttentionFromTorchOptions, StateDict } from './types';
 
-const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps', 'rope', 'softcap', 'window'] as const;
+const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps', 'rope', 'softcap', 'window', 'dtype'] as const;
 
 /** Hugging Face's names of the separate q, k and v projections (each with .weight, optional .bias). */
 const HF_TRIPLES = [
@@ -48,19 +49,26 @@ export function configFromStateDict(
   const raw = (name: string): unknown =>
     Object.prototype.hasOwnProperty.call(sd, prefix + name) ? sd[prefix + name] : undefined;
   const has = (name: string): boolean => raw(name) !== undefined;
-  const get = (name: string): CheckedTensor | undefined => {
+  // Projection weights stay bf16 when kept so; everything else is used as float32.
+  const weight = (name: string): CheckedTensor | Bf16Tensor | undefined => {
     const v = raw(name);
-    return v === undefined ? undefined : checkTensor(fn, `stateDict["${prefix + name}"]`, v);
+    if (v === undefined) return undefined;
+    if (!isBf16Tensor(v)) return checkTensor(fn, `stateDict["${prefix + name}"]`, v);
+    return { ...checkBf16Tensor(fn, `stateDict["${prefix + name}"]`, v), dtype: 'bf16' };
+  };
+  const get = (name: string): CheckedTensor | undefined => {
+    const t = weight(name);
+    return t && isBf16Tensor(t) ? (widenBf16(t) as CheckedTensor) : (t as CheckedTensor | undefined);
   };
   const key = (name: string) => `stateDict["${prefix + name}"]`;
-  const need = (name: string, what: string): CheckedTensor => {
-    const t = get(name);
+  const need = (name: string, what: string): CheckedTensor | Bf16Tensor => {
+    const t = weight(name);
     if (!t) throw rangeError(fn, `${key(name)} (${what}) is missing`);
     return t;
   };
-  const expectShape = (name: string, t: CheckedTensor, shape: number[], what: string): void =>
+  const expectShape = (name: string, t: { shape: readonly number[] }, shape: number[], what: string): void =>
     checkExactShape(fn, key(name), t.shape, shape, what);
-  const matrix = (name: string, t: Tensor): [number, number] => {
+  const matrix = (name: string, t: { shape: readonly number[] }): [number, number] => {
     if (t.shape.length !== 2) throw rangeError(fn, `${key(name)} must be a 2-D [out, in] weight, received shape ${formatShape(t.shape)}`);
     if (t.shape[0] === 0 || t.shape[1] === 0) {
       throw rangeError(fn, `${key(name)} must be an [out, in] weight with no zero dim, received shape ${formatShape(t.shape)}`);
@@ -93,7 +101,7 @@ export function configFromStateDict(
   }
   const scheme = found[0];
 
-  let qkvWeight: Tensor;
+  let qkvWeight: Tensor | Bf16Tensor;
   let qkvBias: Tensor | undefined;
   let qkvName: string;
   let outNames: string[];
@@ -123,11 +131,7 @@ export function configFromStateDict(
       kvRows = scheme === 'hf' ? matrix(names[1], parts[1])[0] : inner;
       expectShape(names[1], parts[1], [kvRows, dim], `[kvHeads·dimHead, dim]`);
       expectShape(names[2], parts[2], [kvRows, dim], `${key(names[1])}'s shape`);
-      const fused = new Float32Array((inner + 2 * kvRows) * dim);
-      fused.set(parts[0].data, 0);
-      fused.set(parts[1].data, inner * dim);
-      fused.set(parts[2].data, (inner + kvRows) * dim);
-      qkvWeight = { data: fused, shape: [inner + 2 * kvRows, dim] };
+      qkvWeight = stackRows(parts, [inner + 2 * kvRows, dim]);
     }
     const inner = kvRows === undefined ? qkvWeight.shape[0] / 3 : qkvWeight.shape[0] - 2 * kvRows;
     if (scheme === 'torch') {
@@ -194,7 +198,7 @@ export function configFromStateDict(
   if (outFound.length > 1) {
     throw rangeError(fn, `ambiguous output projection: found ${outFound.map((n) => key(`${n}.weight`)).join(' and ')}`);
   }
-  let outWeight: Tensor | undefined;
+  let outWeight: Tensor | Bf16Tensor | undefined;
   let outBias: Tensor | undefined;
   if (outFound.length === 1) {
     const n = outFound[0];
@@ -230,7 +234,21 @@ export function configFromStateDict(
     ...(opts.softcap !== undefined ? { softcap: opts.softcap } : {}),
     ...(opts.window !== undefined ? { window: opts.window } : {}),
     ...(sinks ? { sinks: sinks.data } : {}),
+    ...(opts.dtype !== undefined ? { dtype: opts.dtype } : {}),
   };
+}
+
+/** q's, k's and v's weights stacked into one [rows, dim] matrix: in bf16 when all three are, else in float32. */
+function stackRows(parts: Array<CheckedTensor | Bf16Tensor>, shape: [number, number]): Tensor | Bf16Tensor {
+  const allBf16 = parts.every((p) => isBf16Tensor(p));
+  const fused = allBf16 ? new Uint16Array(shape[0] * shape[1]) : new Float32Array(shape[0] * shape[1]);
+  let at = 0;
+  for (const p of parts) {
+    const data = allBf16 || !isBf16Tensor(p) ? p.data : widenBf16(p as Bf16Tensor).data;
+    (fused as Uint16Array | Float32Array).set(data as never, at);
+    at += data.length;
+  }
+  return allBf16 ? { data: fused as Uint16Array, shape, dtype: 'bf16' } : { data: fused as Float32Array, shape };
 }
 
 /** For an error message: prefixes under which some key names a known QKV weight. */

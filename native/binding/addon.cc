@@ -80,6 +80,7 @@ Napi::Value calibrateBinding(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, "calibrate: arguments out of range");
   Napi::Object r = Napi::Object::New(env);
   r.Set("gflops", measureFmaPeakGflops(static_cast<int>(threads), static_cast<int64_t>(iters), 3));
+  r.Set("bf16Gflops", measureBf16PeakGflops(static_cast<int>(threads), static_cast<int64_t>(iters), 3));
   r.Set("gbs", bytes >= 1 << 20 ? measureReadBandwidthGBs(static_cast<int>(threads), static_cast<size_t>(bytes), 3) : 0.0);
   return r;
 }

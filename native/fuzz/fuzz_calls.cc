@@ -67,7 +67,7 @@ double flagValue(ByteSource& in) {
 enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
 // C: a softcap, mostly 0 (none) or small; W: a window side, mostly -1 (none) or small.
-const char* const kLayout[OpCount] = {"SSSSFFNNF", "SSN", "NSSSSFNFSCWW", "SSNF", "SF", "S", "", "NSSNNFNS"};
+const char* const kLayout[OpCount] = {"SSSSFFNNFF", "SSN", "NSSSSFNFSCWW", "SSNF", "SFF", "SF", "", "NSSNNFNS"};
 
 struct Decoded {
   std::vector<double> values;
@@ -190,6 +190,15 @@ BufferArg floatBuffer(Buffers& bufs, const BufferPlan& p) {
   return {bufs.floats.back().data(), p.length, true};
 }
 
+// A Uint16Array of bf16 values (a matrix packed in bf16) of p.length elements.
+BufferArg bf16Buffer(Buffers& bufs, const BufferPlan& p) {
+  if (!p.present) return {};
+  bufs.floats.emplace_back(static_cast<size_t>((p.length + 1) / 2), 0.25f);
+  BufferArg arg{bufs.floats.back().data(), p.length, true};
+  arg.bf16 = true;
+  return arg;
+}
+
 void aliasOut(ByteSource& in, Buffers& bufs, BufferArg* input, BufferArg* out) {
   const uint8_t mode = in.next() % 8;
   if (mode < 6 || !input->present || !out->present) return;
@@ -310,10 +319,13 @@ void fuzzOne(const uint8_t* data, size_t size) {
     case Matmul: {
       const Shape bs = shapeAt(1);
       const bool packed = scalarAt(4) == 1;
+      // bBf16, and (mostly, not always) a b buffer of the type it says.
+      const bool bf16 = scalarAt(5) == 1;
+      const bool bAsBf16 = in.next() % 8 == 7 ? !bf16 : bf16;
       int64_t bExpected = countOf(bs);
-      if (packed && bs.size() == 2 && bExpected >= 0) bExpected = packedBSize(bs[0], bs[1]);
+      if (packed && bs.size() == 2 && bExpected >= 0) bExpected = bf16 ? packedBf16Size(bs[0], bs[1]) : packedBSize(bs[0], bs[1]);
       BufferArg a = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
-      BufferArg b = floatBuffer(bufs, planBuffer(in, bExpected, false));
+      BufferArg b = bAsBf16 ? bf16Buffer(bufs, planBuffer(in, bExpected, false)) : floatBuffer(bufs, planBuffer(in, bExpected, false));
       BufferArg c = floatBuffer(bufs, planBuffer(in, shapeAt(2).empty() ? -1 : countOf(shapeAt(2)), true));
       BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(3)), false));
       aliasOut(in, bufs, &a, &out);
@@ -425,10 +437,15 @@ void fuzzOne(const uint8_t* data, size_t size) {
     case PackMatrix: {
       const Shape bs = shapeAt(0);
       int64_t expected = -1;
-      if (bs.size() == 2 && countOf(bs) >= 0)
-        expected = scalarAt(0) == 1 ? packedBSize(bs[1], bs[0]) : packedBSize(bs[0], bs[1]);
-      BufferArg b = floatBuffer(bufs, planBuffer(in, countOf(bs), false));
-      BufferArg out = floatBuffer(bufs, planBuffer(in, expected, false));
+      const bool bf16 = scalarAt(1) == 1;
+      const int64_t k = scalarAt(0) == 1 ? (bs.size() == 2 ? bs[1] : 0) : (bs.size() == 2 ? bs[0] : 0);
+      const int64_t n = scalarAt(0) == 1 ? (bs.size() == 2 ? bs[0] : 0) : (bs.size() == 2 ? bs[1] : 0);
+      if (bs.size() == 2 && countOf(bs) >= 0) expected = bf16 ? packedBf16Size(k, n) : packedBSize(k, n);
+      // A float or an already-bf16 source; an out of the type bf16 says, mostly.
+      const uint8_t types = in.next();
+      BufferArg b = types & 1 ? bf16Buffer(bufs, planBuffer(in, countOf(bs), false)) : floatBuffer(bufs, planBuffer(in, countOf(bs), false));
+      const bool outBf16 = types % 8 == 7 ? !bf16 : bf16;
+      BufferArg out = outBf16 ? bf16Buffer(bufs, planBuffer(in, expected, false)) : floatBuffer(bufs, planBuffer(in, expected, false));
       aliasOut(in, bufs, &b, &out);
       PackCall call;
       if (preparePackMatrix(desc, b, out, &call).ok()) runCall(call), ++stats.ran[op];

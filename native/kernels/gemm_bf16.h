@@ -46,6 +46,9 @@ void packWholeBBf16(const StridedBf16Matrix& b, int64_t k, int64_t n, uint16_t* 
 //   and releases them, so a thread between products carries no tile state).
 //  convertRows: dst[i * kpad + k] = bf16(src row i, column k) for i < rows,
 //   k < kc, zero for kc <= k < kpad.
+//  peakLoop: `iterations` rounds of independent bf16 products held in
+//   registers (no loads), the most the path can do; returns the flops done.
+//   The benchmarks' bf16 peak (runtime/calibrate.h).
 struct Bf16Kernels {
   const char* name;
   void (*strip)(int64_t kpad, const uint16_t* a, int64_t rows, const uint16_t* b, float* c, int64_t ldc,
@@ -53,6 +56,7 @@ struct Bf16Kernels {
   void (*enter)();
   void (*leave)();
   void (*convertRows)(const float* src, int64_t rowStride, int64_t rows, int64_t kc, int64_t kpad, uint16_t* dst);
+  double (*peakLoop)(int64_t iterations);
 };
 
 // The path products take: "amx", "avx512bf16", or null when the CPU has

@@ -106,7 +106,32 @@ void strip(int64_t kpad, const uint16_t* a, int64_t rows, const uint16_t* b, flo
   }
 }
 
-const Bf16Kernels kKernels = {"amx", strip, enter, leave, convertRowsToBf16Avx512};
+// Six C tiles against one A and one B tile, loaded once: independent tile
+// products back to back.
+double peakLoop(int64_t iterations) {
+  alignas(64) static const uint16_t kZeros[16 * 32] = {};
+  enter();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_loadd(6, kZeros, 64);
+  _tile_loadd(7, kZeros, 64);
+  for (int64_t it = 0; it < iterations; ++it) {
+    _tile_dpbf16ps(0, 6, 7);
+    _tile_dpbf16ps(1, 6, 7);
+    _tile_dpbf16ps(2, 6, 7);
+    _tile_dpbf16ps(3, 6, 7);
+    _tile_dpbf16ps(4, 6, 7);
+    _tile_dpbf16ps(5, 6, 7);
+  }
+  leave();
+  return static_cast<double>(iterations) * 6 * 16 * 16 * 32 * 2;
+}
+
+const Bf16Kernels kKernels = {"amx", strip, enter, leave, convertRowsToBf16Avx512, peakLoop};
 
 }  // namespace
 

@@ -108,7 +108,23 @@ void strip(int64_t kpad, const uint16_t* a, int64_t rows, const uint16_t* b, flo
 
 void nothing() {}
 
-const Bf16Kernels kKernels = {"avx512bf16", strip, nothing, nothing, convertRowsToBf16Avx512};
+// 16 independent accumulators, as the float FMA peak's loop (calibrate.cc).
+double peakLoop(int64_t iterations) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh x = asBf16Pairs(_mm512_set1_epi32(0x3F803F80)), y = asBf16Pairs(_mm512_set1_epi32(0x33D633D6));
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+  return static_cast<double>(iterations) * 16 * 16 * 2 * 2;  // 16 vectors x 16 lanes x 2 products x 2 flops
+}
+
+const Bf16Kernels kKernels = {"avx512bf16", strip, nothing, nothing, convertRowsToBf16Avx512, peakLoop};
 
 }  // namespace
 

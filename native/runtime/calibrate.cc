@@ -1,9 +1,13 @@
 #include "calibrate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
+
+#include "../kernels/gemm_bf16.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -129,6 +133,27 @@ double measureFmaPeakGflops(int threads, int64_t iters, int reps) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double g = flopsPerIter * iters * threads / s / 1e9;
     if (g > best) best = g;
+  }
+  return best;
+}
+
+double measureBf16PeakGflops(int threads, int64_t iters, int reps) {
+  const Bf16Kernels* kernels = bf16Kernels();
+  if (kernels == nullptr) return 0;
+  // An AMX round is 6 tile products (~100 cycles), a VDPBF16PS round 16
+  // vector ones (~8-16): about as long as the FMA loop's in total.
+  const int64_t rounds = std::strcmp(kernels->name, "amx") == 0 ? iters / 8 : iters;
+  double best = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    std::vector<std::thread> pool;
+    std::vector<double> flops(threads);
+    const auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { flops[t] = kernels->peakLoop(rounds); });
+    for (auto& th : pool) th.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    double total = 0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / s / 1e9);
   }
   return best;
 }

@@ -4,8 +4,8 @@
  * the seed-004 block as a graph (LayerNormalization → MatMul → Split →
  * com.microsoft MultiHeadAttention → MatMul → Add). Every tensor but the
  * block's weights is a graph input (no constant folding or prepacking of a
- * GEMM operand); the block's weights are initializers, as an exported model
- * has them. intra-op threads = the row's thread count, inter-op threads 1,
+ * GEMM operand); the block's weights, and the GEMM's B in the workloads with
+ * a packed weight, are initializers, as an exported model has them. intra-op threads = the row's thread count, inter-op threads 1,
  * sequential execution, all graph optimizations.
  *
  * Both packages are loaded with require() at run time: when either is missing
@@ -315,6 +315,14 @@ function buildGraph(p: Problem, x: Inputs): Graph {
   const T = (data: Float32Array, dims: number[]) => new ort!.Tensor('float32', data, dims);
   if (p.kind === 'gemm' && x.kind === 'gemm') {
     const { M, K, N } = p;
+    if (p.weight) {
+      // A weight: an initializer, which onnxruntime prepacks when the session loads (float32 for bf16 rows too).
+      return {
+        bytes: model([{ opType: 'MatMul', input: ['a', 'b'], output: ['c'] }], [['a', [M, K]]], [['c', [M, N]]], [['', 17]], [floatInit('b', [K, N], x.b)]),
+        feeds: { a: T(x.a, [M, K]) },
+        output: 'c',
+      };
+    }
     return {
       bytes: model([{ opType: 'MatMul', input: ['a', 'b'], output: ['c'] }], [['a', [M, K]], ['b', [K, N]]], [['c', [M, N]]], [['', 17]]),
       feeds: { a: T(x.a, [M, K]), b: T(x.b, [K, N]) },
