@@ -95,7 +95,14 @@ export function loadSafetensors(
   source: string | Uint8Array | ArrayBuffer,
   options: LoadSafetensorsOptions & { bf16: 'keep' },
 ): SafetensorsFile<Tensor | Bf16Tensor>;
-export function loadSafetensors(source: string | Uint8Array | ArrayBuffer, options?: LoadSafetensorsOptions): SafetensorsFile;
+export function loadSafetensors(
+  source: string | Uint8Array | ArrayBuffer,
+  options?: LoadSafetensorsOptions & { bf16?: 'widen' },
+): SafetensorsFile;
+export function loadSafetensors(
+  source: string | Uint8Array | ArrayBuffer,
+  options?: LoadSafetensorsOptions,
+): SafetensorsFile<Tensor | Bf16Tensor>;
 export function loadSafetensors(
   source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
@@ -125,8 +132,12 @@ export async function loadSafetensorsAsync(
 ): Promise<SafetensorsFile<Tensor | Bf16Tensor>>;
 export async function loadSafetensorsAsync(
   source: string | Uint8Array | ArrayBuffer,
-  options?: LoadSafetensorsOptions,
+  options?: LoadSafetensorsOptions & { bf16?: 'widen' },
 ): Promise<SafetensorsFile>;
+export async function loadSafetensorsAsync(
+  source: string | Uint8Array | ArrayBuffer,
+  options?: LoadSafetensorsOptions,
+): Promise<SafetensorsFile<Tensor | Bf16Tensor>>;
 export async function loadSafetensorsAsync(
   source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,

@@ -246,6 +246,31 @@ describe(`MultiHeadSelfAttention in bf16 (seed ${SEED})`, () => {
     });
   }
 
+  test('fromTorch: kept bf16 projections widened for dtype float32; a kept output projection alone makes it bf16', () => {
+    const rng = rngFor(SEED, 'fromTorch dtypes');
+    const [dim, heads] = [32, 2];
+    const inProj = randomFloat32(rng, 3 * dim * dim).map((v) => v / Math.sqrt(dim));
+    const outProj = randomFloat32(rng, dim * dim).map((v) => v / Math.sqrt(dim));
+    const bf = (data: Float32Array, shape: number[]): Bf16Tensor => ({ data: Uint16Array.from(data, toBf16), shape, dtype: 'bf16' });
+    const x = tensor(randomFloat32(rng, 5 * dim), [5, dim]);
+    const kept = { in_proj_weight: bf(inProj, [3 * dim, dim]), 'out_proj.weight': bf(outProj, [dim, dim]) };
+    const widened = MultiHeadSelfAttention.fromTorch(kept, { heads, dtype: 'float32' });
+    const float32 = MultiHeadSelfAttention.fromTorch(
+      { in_proj_weight: tensor(rounded(inProj), [3 * dim, dim]), 'out_proj.weight': tensor(rounded(outProj), [dim, dim]) },
+      { heads },
+    );
+    expectBitEqual(widened.forward(x).data, float32.forward(x).data, { seed: SEED, label: 'widened' });
+    const mixed = MultiHeadSelfAttention.fromTorch({ in_proj_weight: tensor(inProj, [3 * dim, dim]), 'out_proj.weight': kept['out_proj.weight'] }, { heads });
+    const half = new MultiHeadSelfAttention({
+      dim, heads, dtype: 'bf16',
+      weights: { qkvWeight: tensor(inProj, [3 * dim, dim]), outWeight: tensor(outProj, [dim, dim]) },
+    });
+    expectBitEqual(mixed.forward(x).data, half.forward(x).data, { seed: SEED, label: 'mixed' });
+    expect(() => MultiHeadSelfAttention.fromTorch(kept, { heads, dtype: 'half' as never })).toThrow(
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/options\.dtype must be one of/) }),
+    );
+  });
+
   test('bad configs', () => {
     const w = { qkvWeight: tensor(new Float32Array(3 * 16), [12, 4]), outWeight: tensor(new Float32Array(16), [4, 4]) };
     expect(() => new MultiHeadSelfAttention({ dim: 4, heads: 1, weights: w, dtype: 'fp8' as never })).toThrow(

@@ -110,7 +110,7 @@ function calibrate(threads: number[], quick: boolean): Peak[] {
  */
 function percentOfPeak(row: Row, peak: Peak): number {
   if (row.metric === 'GB/s') return (100 * row.gbs!) / peak.gbs;
-  const bf16 = isBf16(row.problem) && row.impl.startsWith('mhsa') && (peak.bf16Gflops ?? 0) > 0;
+  const bf16 = isBf16(row.problem) && (row.impl === 'mhsa' || row.impl === 'mhsa-alloc') && (peak.bf16Gflops ?? 0) > 0;
   return (100 * row.gflops!) / (bf16 ? peak.bf16Gflops! : peak.gflops);
 }
 

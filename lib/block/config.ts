@@ -182,7 +182,7 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
     bo = { data: t.data, shape: t.shape };
     weightViews.push(['the weight config.weights.outBias', t.data]);
   }
-  const dtype = optEnum(fn, 'config.dtype', c.dtype, ['float32', 'bf16'] as const) ?? (isBf16Tensor(qkv) ? 'bf16' : 'float32');
+  const dtype = optEnum(fn, 'config.dtype', c.dtype, ['float32', 'bf16'] as const) ?? (isBf16Tensor(qkv) || isBf16Tensor(wo) ? 'bf16' : 'float32');
   for (const [name, t] of [['qkvWeight', qkv], ['outWeight', wo]] as const) {
     if (dtype === 'float32' && isBf16Tensor(t)) {
       throw rangeError(fn, `config.weights.${name} is a bf16 tensor, which packs only with config.dtype 'bf16', received dtype 'float32'`);

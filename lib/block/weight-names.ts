@@ -8,7 +8,7 @@ import { types } from 'node:util';
 import { formatShape, rangeError, typeError } from '../errors';
 import { widenBf16 } from '../bf16';
 import { checkBf16Tensor, checkExactShape, checkTensor, isBf16Tensor, type Bf16Tensor, type CheckedTensor, type Tensor } from '../tensor';
-import { checkEps, checkOptions, isRecordLike, positiveInteger } from '../validate';
+import { checkEps, checkOptions, isRecordLike, optEnum, positiveInteger } from '../validate';
 import type { MultiHeadSelfAttentionConfig, MultiHeadSelfAttentionFromTorchOptions, StateDict } from './types';
 
 const FROM_TORCH_KEYS = ['heads', 'prefix', 'eps', 'rope', 'softcap', 'window', 'dtype'] as const;
@@ -44,6 +44,7 @@ export function configFromStateDict(
     prefix = opts.prefix === '' || opts.prefix.endsWith('.') ? opts.prefix : `${opts.prefix}.`;
   }
   const eps = checkEps(fn, 'options.eps', opts.eps);
+  const dtype = optEnum(fn, 'options.dtype', opts.dtype, ['float32', 'bf16'] as const);
 
   const sd: Record<string, unknown> = types.isMap(stateDict) ? Object.fromEntries(stateDict) : (stateDict as Record<string, unknown>);
   const raw = (name: string): unknown =>
@@ -222,6 +223,12 @@ export function configFromStateDict(
     }
   }
 
+  // Kept bf16 projections run in bf16 unless options.dtype says float32; then they are widened.
+  const resolved = dtype ?? (isBf16Tensor(qkvWeight) || isBf16Tensor(outWeight) ? 'bf16' : 'float32');
+  if (resolved === 'float32') {
+    if (isBf16Tensor(qkvWeight)) qkvWeight = widenBf16(qkvWeight);
+    if (outWeight && isBf16Tensor(outWeight)) outWeight = widenBf16(outWeight);
+  }
   return {
     dim,
     heads,
@@ -234,7 +241,7 @@ export function configFromStateDict(
     ...(opts.softcap !== undefined ? { softcap: opts.softcap } : {}),
     ...(opts.window !== undefined ? { window: opts.window } : {}),
     ...(sinks ? { sinks: sinks.data } : {}),
-    ...(opts.dtype !== undefined ? { dtype: opts.dtype } : {}),
+    dtype: resolved,
   };
 }
 

@@ -1,6 +1,7 @@
 #include "gemm_bf16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -62,20 +63,39 @@ void packWholeBBf16(const StridedBf16Matrix& b, int64_t k, int64_t n, uint16_t* 
 
 namespace {
 
-const Bf16Kernels* selectBf16Kernels() {
+static_assert(kGemmKC % kBf16DepthStep == 0, "every depth block but the last must need no padding (packedBf16Size)");
+
+// The best path this CPU runs, lowered by MHSA_BF16: 2 AMX, 1 AVX512_BF16,
+// 0 widening. AMX needs AVX512_BF16 too (its strips of 1-2 rows run on
+// VDPBF16PS). requestTiles false: what AMX would need is checked without
+// asking Linux for the tile state (info() reports the path that way).
+int bestBf16Path(bool requestTiles) {
 #if defined(MHSA_HAVE_X86_KERNELS)
-  if (selectedIsa() != Isa::Avx512) return nullptr;
-  // MHSA_BF16 lowers the path, never raises it.
+  if (selectedIsa() != Isa::Avx512 || !cpuHasAvx512Bf16()) return 0;
   int want = 2;
   if (const char* env = std::getenv("MHSA_BF16")) {
     if (std::strcmp(env, "avx512bf16") == 0) want = 1;
     if (std::strcmp(env, "widen") == 0) want = 0;
   }
-  if (want >= 2 && amxTilesUsable()) return &amxBf16Kernels();
-  if (want >= 1 && cpuHasAvx512Bf16()) return &avx512Bf16Kernels();
+  if (want >= 2 && (requestTiles ? amxTilesUsable() : cpuHasAmxBf16())) return 2;
+  return want >= 1 ? 1 : 0;
+#else
+  (void)requestTiles;
+  return 0;
+#endif
+}
+
+const Bf16Kernels* kernelsOfPath(int path) {
+#if defined(MHSA_HAVE_X86_KERNELS)
+  if (path == 2) return &amxBf16Kernels();
+  if (path == 1) return &avx512Bf16Kernels();
+#else
+  (void)path;
 #endif
   return nullptr;
 }
+
+std::atomic<bool> bf16PathChosen{false};
 
 // Row i of op(A) block as contiguous floats: A's own row when it is
 // row-major and not normalized, else gathered (and LayerNorm'd) into tmp.
@@ -212,21 +232,26 @@ void gemmBf16Widened(const GemmProblem& p) {
 }  // namespace
 
 const Bf16Kernels* bf16Kernels() {
-  static const Bf16Kernels* const selected = selectBf16Kernels();
+  static const Bf16Kernels* const selected = [] {
+    const Bf16Kernels* k = kernelsOfPath(bestBf16Path(true));
+    bf16PathChosen.store(true, std::memory_order_release);
+    return k;
+  }();
   return selected;
 }
 
 const char* bf16PathName() {
-  const Bf16Kernels* k = bf16Kernels();
+  const Bf16Kernels* k =
+      bf16PathChosen.load(std::memory_order_acquire) ? bf16Kernels() : kernelsOfPath(bestBf16Path(false));
   return k ? k->name : "widen";
 }
 
 int availableBf16Kernels(const Bf16Kernels** list, int capacity) {
   int count = 0;
 #if defined(MHSA_HAVE_X86_KERNELS)
-  if (selectedIsa() != Isa::Avx512) return 0;
+  if (selectedIsa() != Isa::Avx512 || !cpuHasAvx512Bf16()) return 0;
   if (count < capacity && amxTilesUsable()) list[count++] = &amxBf16Kernels();
-  if (count < capacity && cpuHasAvx512Bf16()) list[count++] = &avx512Bf16Kernels();
+  if (count < capacity) list[count++] = &avx512Bf16Kernels();
 #else
   (void)list;
   (void)capacity;

@@ -64,7 +64,10 @@ struct Bf16Kernels {
 // MHSA_BF16=avx512bf16|widen lowers it, as MHSA_ISA does the float table;
 // below the AVX-512 table (MHSA_ISA=avx2) it is always null.
 const Bf16Kernels* bf16Kernels();
-const char* bf16PathName();  // "amx", "avx512bf16" or "widen"
+// "amx", "avx512bf16" or "widen": the path bf16Kernels() took, or before the
+// first product the one it will take, found without asking Linux for the AMX
+// tile state (info() reports it, and should not change the process).
+const char* bf16PathName();
 
 // The kernels of each path this CPU runs, best first (the tests try each).
 int availableBf16Kernels(const Bf16Kernels** list, int capacity);

@@ -90,8 +90,8 @@ bool cpuHasAvx512Bf16() {
   return has;
 }
 
-bool amxTilesUsable() {
-  static const bool usable = [] {
+bool cpuHasAmxBf16() {
+  static const bool has = [] {
 #if defined(MHSA_HAVE_X86_KERNELS) && defined(__x86_64__) && defined(__linux__)
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
@@ -99,9 +99,19 @@ bool amxTilesUsable() {
     if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || (ecx & (1u << 27)) == 0) return false;  // OSXSAVE
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    return (lo & (3u << 17)) == (3u << 17);
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
+bool amxTilesUsable() {
+  static const bool usable = [] {
+#if defined(MHSA_HAVE_X86_KERNELS) && defined(__x86_64__) && defined(__linux__)
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+    return cpuHasAmxBf16() && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
     return false;
 #endif

@@ -26,11 +26,15 @@ bool cpuHasPrefetchW();
 // AVX2, as its emulation covers the instruction. Detected once.
 bool cpuHasAvx512Bf16();
 
-// Whether AMX-BF16 tiles may be used: the CPU has AMX-TILE and AMX-BF16
-// (CPUID 7.0 EDX bits 24 and 22), the OS saves the tile state (XCR0 bits 17
-// and 18), and Linux granted this process the tile data (arch_prctl
-// ARCH_REQ_XCOMP_PERM, asked once; Linux 5.16 and later). False on other
-// systems. Detected once.
+// Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22)
+// and the OS saves the tile state (XCR0 bits 17 and 18), on Linux. Asks the
+// OS for nothing. Detected once.
+bool cpuHasAmxBf16();
+
+// cpuHasAmxBf16(), and Linux granted this process the tile data (arch_prctl
+// ARCH_REQ_XCOMP_PERM; Linux 5.16 and later), asked on the first call. The
+// grant is for the whole process and enlarges every thread's signal frames by
+// the 8 KiB of tile state, so only the first bf16 product asks.
 bool amxTilesUsable();
 
 }  // namespace mhsa

@@ -7,7 +7,7 @@
  * (onnxruntime-node copies each output into a new JS array), so this is the
  * like-for-like row.
  */
-import { attention, matmul, setNumThreads, softmax } from '../../../lib';
+import { attention, matmul, prepack, setNumThreads, softmax } from '../../../lib';
 import type { Inputs } from '../data';
 import { attentionExtras, blockClass, newBlock, newDecoder, t } from '../mhsa-impl';
 import type { Problem } from '../workloads';
@@ -36,7 +36,8 @@ export const mhsaAllocImpl: Impl = {
     if (p.kind === 'gemm' && x.kind === 'gemm') {
       const a = t(x.a, [p.M, p.K]);
       const b = t(x.b, [p.K, p.N]);
-      return { dispose, run: () => matmul(a, b).data };
+      const packed = p.weight ? prepack(b, { dtype: p.weight }) : undefined;
+      return { dispose, run: () => matmul(a, packed ?? b).data };
     }
     if (p.kind === 'softmax' && x.kind === 'softmax') {
       const xs = t(x.x, [p.rows, p.cols]);
