@@ -15,6 +15,8 @@ export interface NativeAddon {
   /** Runs the stages in order as one call (one async job with done): [kind, ...that op's arguments] each. */
   sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
+  /** Elements from the view's start to its first 64-byte boundary. */
+  alignedOffset(view: Float32Array | Uint16Array): number;
   /** Each op's descriptor fields in order, [kind, name] (native/ops/descriptor_layouts.h). */
   descriptorLayouts(): Record<DescriptorOp, { fields: DescriptorField[]; optional: DescriptorField[] }>;
   /** The checked header of a safetensors image, or the error to throw (native/formats/safetensors.h). */

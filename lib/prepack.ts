@@ -112,7 +112,11 @@ function preparePack(fn: string, b: TensorLike | Bf16Tensor, options: PrepackOpt
   }
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
   const size = native.packedSize(new Descriptor('packedSize').shape('b.shape', [k, n]).flag('bf16', bf16).done());
-  const data = bf16 ? allocateBf16(fn, 'the packed matrix', size) : allocateFloats(fn, 'the packed matrix', size);
+  // Panels start on a 64-byte boundary (the binding's alignedOffset says why): 64 bytes spare.
+  const spare = bf16 ? 32 : 16;
+  const storage = bf16 ? allocateBf16(fn, 'the packed matrix', size + spare) : allocateFloats(fn, 'the packed matrix', size + spare);
+  const start = native.alignedOffset(storage);
+  const data = storage.subarray(start, start + size);
   const args = (): unknown[] => [
     tb.data,
     data,

@@ -83,6 +83,20 @@ describe(`bf16 products (seed ${SEED})`, () => {
     });
   });
 
+  test('packed panels start on a 64-byte boundary, in either dtype', () => {
+    for (const dtype of ['float32', 'bf16'] as const) {
+      for (const [k, n] of [[1, 1], [17, 33], [768, 65]]) {
+        const packed = prepack(tensor(new Float32Array(k * n), [k, n]), { dtype });
+        expect(native.alignedOffset(packed.data)).toBe(0);
+      }
+    }
+    const v = new Float32Array(64);
+    const boundary = native.alignedOffset(v);
+    expect(native.alignedOffset(v.subarray(boundary + 1))).toBe(15);
+    expect(native.alignedOffset(new Uint16Array(v.buffer, 4 * boundary + 2, 8))).toBe(31);
+    expect(() => native.alignedOffset(new Uint8Array(4) as never)).toThrow(expect.objectContaining({ name: 'TypeError' }));
+  });
+
   test('a bf16 tensor packs to the bits its float32 form rounds to', () => {
     const rng = rngFor(SEED, 'bf16 source');
     const [K, N] = [65, 33];

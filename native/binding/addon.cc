@@ -137,6 +137,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<softmaxBinding>(env, exports, "softmax");
   exportFunction<attentionBinding>(env, exports, "attention");
   exportFunction<packedSizeBinding>(env, exports, "packedSize");
+  exportFunction<alignedOffsetBinding>(env, exports, "alignedOffset");
   exportFunction<packMatrixBinding>(env, exports, "packMatrix");
   exportFunction<layerNormBinding>(env, exports, "layerNorm");
   exportFunction<ropeBinding>(env, exports, "rope");

@@ -21,6 +21,7 @@ Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info);
 // packedSize(desc[b.shape]) -> floats a packed [K, N] matrix takes on this CPU.
 // packMatrix(b, out, desc[b.shape, transpose]): out = op(b) packed for the GEMM.
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info);
+Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info);
 Napi::Value packMatrixBinding(const Napi::CallbackInfo& info);
 
 // softmax(x, out, desc, callback?)
