@@ -403,7 +403,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     calibration.end = end;
     out(
       `peak (measured again at the end): ${end
-        .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s, ${p.gbs.toFixed(1)} GB/s`)
+        .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s, ${(p.bf16Gflops ?? 0).toFixed(1)} GFLOP/s bf16, ${p.gbs.toFixed(1)} GB/s`)
         .join(' · ')}`,
     );
     const changed = speedChangeWarning(calibration.start, end);
