@@ -61,8 +61,8 @@ export function checkUint16Array(fn: string, arg: string, data: unknown): Uint16
   return data;
 }
 
-/** Validates a {@link Bf16Tensor} argument: a live Uint16Array `data` whose length matches `shape`. */
-export function checkBf16Tensor(fn: string, arg: string, value: unknown): { data: Uint16Array; shape: number[] } {
+/** Validates a {@link Bf16Tensor} argument: a live Uint16Array `data` whose length matches `shape` (copied). */
+export function checkBf16Tensor(fn: string, arg: string, value: unknown): Bf16Tensor & { shape: number[] } {
   const v = value as { data?: unknown; shape?: unknown };
   const data = checkUint16Array(fn, `${arg}.data`, v.data);
   const shape = checkShape(fn, `${arg}.shape`, v.shape);
@@ -72,7 +72,7 @@ export function checkBf16Tensor(fn: string, arg: string, value: unknown): { data
   if (n !== length) {
     throw rangeError(fn, `${arg}.data.length must equal the product of ${arg}.shape ${formatShape(shape)} = ${n}, received ${length}`);
   }
-  return { data, shape };
+  return { data, shape, dtype: 'bf16' };
 }
 
 /** Largest element count of one tensor: the most a Float32Array holds in Node 20. */

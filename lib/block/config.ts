@@ -88,7 +88,7 @@ function shapedWeight(fn: string, arg: string, value: unknown, shape: readonly n
   if (!isBf16Tensor(value)) return shapedTensor(fn, arg, value, shape, what);
   const t = checkBf16Tensor(fn, arg, value);
   checkExactShape(fn, arg, t.shape, shape, what);
-  return { data: t.data, shape: t.shape, dtype: 'bf16' };
+  return t;
 }
 
 /**

@@ -55,7 +55,7 @@ export function configFromStateDict(
     const v = raw(name);
     if (v === undefined) return undefined;
     if (!isBf16Tensor(v)) return checkTensor(fn, `stateDict["${prefix + name}"]`, v);
-    return { ...checkBf16Tensor(fn, `stateDict["${prefix + name}"]`, v), dtype: 'bf16' };
+    return checkBf16Tensor(fn, `stateDict["${prefix + name}"]`, v);
   };
   const get = (name: string): CheckedTensor | undefined => {
     const t = weight(name);

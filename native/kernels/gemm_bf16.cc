@@ -228,7 +228,6 @@ void gemmBf16Widened(const GemmProblem& p) {
   }
 }
 
-
 }  // namespace
 
 const Bf16Kernels* bf16Kernels() {
