@@ -1,10 +1,12 @@
 import { broadcastsTo } from './broadcast';
-import { formatShape, rangeError } from './errors';
+import { formatShape, rangeError, typeError } from './errors';
 import { allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native, type NativeStage } from './native';
 import { checkObject, checkOptions, optBoolean, optEnum, optFiniteNumber, optNonNegativeInteger, optPositiveInteger } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import {
+  checkBf16StridedTensor,
+  checkBf16Tensor,
   checkFloat32Array,
   checkKeyPaddingMask,
   checkLengthList,
@@ -18,6 +20,9 @@ import {
   MAX_ELEMENTS,
   resultTensor,
   splitHeads,
+  isBf16Tensor,
+  type Bf16StridedTensor,
+  type Bf16Tensor,
   type CheckedTensor,
   type StridedTensor,
   type Tensor,
@@ -153,12 +158,34 @@ function checkTokenStrided(fn: string, arg: string, value: Tensor, tokenStride: 
 }
 
 /** Whether an argument carries strides (a KVCache view). */
-function hasStrides(x: unknown): x is StridedTensor {
+function hasStrides(x: unknown): x is StridedTensor | Bf16StridedTensor {
   return typeof x === 'object' && x !== null && (x as { strides?: unknown }).strides !== undefined;
 }
 
-/** What attention accepts as k and v: a tensor, or a strided view such as a {@link KVCache}'s keys. */
-export type KeyValueInput = TensorLike | StridedTensor;
+/**
+ * What attention accepts as k and v: a tensor, or a strided view such as a
+ * {@link KVCache}'s keys; in float32, or both in bf16 (a bf16 cache's views,
+ * or {@link Bf16Tensor}s), which attention widens exactly as it reads them.
+ */
+export type KeyValueInput = TensorLike | StridedTensor | Bf16Tensor | Bf16StridedTensor;
+
+/** A checked k or v: float32 or bf16 values, strides when it is a view. */
+interface CheckedKeyValue {
+  data: Float32Array | Uint16Array;
+  shape: number[];
+  strides?: number[];
+  bf16: boolean;
+}
+
+function checkKeyValue(fn: string, arg: string, x: KeyValueInput, tokenStride: number): CheckedKeyValue {
+  if (tokenStride > 0) return { ...checkTokenStrided(fn, arg, x as Tensor, tokenStride), bf16: false };
+  if (isBf16Tensor(x)) {
+    const t = hasStrides(x) ? checkBf16StridedTensor(fn, arg, x as Bf16StridedTensor, 4) : checkBf16Tensor(fn, arg, x);
+    return { data: t.data, shape: [...t.shape], strides: 'strides' in t ? [...t.strides] : undefined, bf16: true };
+  }
+  const t = hasStrides(x) ? checkStridedTensor(fn, arg, x as StridedTensor, 4) : checkTensor(fn, arg, x as TensorLike);
+  return { ...t, bf16: false };
+}
 
 function prepareAttention(
   fn: string,
@@ -172,12 +199,12 @@ function prepareAttention(
   const strided = tokenStride > 0;
   const kStrided = !strided && hasStrides(k), vStrided = !strided && hasStrides(v);
   const tq = strided ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride) : checkTensor(fn, 'q', q);
-  const tk = strided
-    ? checkTokenStrided(fn, 'k', k as Tensor, tokenStride)
-    : kStrided ? checkStridedTensor(fn, 'k', k, 4) : checkTensor(fn, 'k', k);
-  const tv = strided
-    ? checkTokenStrided(fn, 'v', v as Tensor, tokenStride)
-    : vStrided ? checkStridedTensor(fn, 'v', v, 4) : checkTensor(fn, 'v', v);
+  const tk = checkKeyValue(fn, 'k', k, tokenStride);
+  const tv = checkKeyValue(fn, 'v', v, tokenStride);
+  if (tk.bf16 !== tv.bf16) {
+    const [arg, other, data] = tk.bf16 ? ['v.data', 'k', tv.data] : ['k.data', 'v', tk.data];
+    throw typeError(fn, arg, `bf16 values (a Uint16Array) like ${other}'s`, data);
+  }
   const layoutOpt = optEnum(fn, 'options.layout', opts.layout, LAYOUTS);
   const headsOpt = optPositiveInteger(fn, 'options.heads', opts.heads);
   const kvHeadsOpt = optPositiveInteger(fn, 'options.kvHeads', opts.kvHeads);
@@ -312,7 +339,7 @@ function prepareAttention(
     const s = [qs[1] * tokenStride, tokenStride, qs[3]];  // [batch, seq, heads] of the bshd views
     strides = [...s, ...s, ...s];
   } else if (kStrided || vStrided) {
-    const outer = (t: CheckedTensor & { strides?: number[] }) => (t.strides ?? denseStrides(t.shape)).slice(0, 3);
+    const outer = (t: { shape: number[]; strides?: number[] }) => (t.strides ?? denseStrides(t.shape)).slice(0, 3);
     strides = [...outer(tq), ...outer(tk), ...outer(tv)];
   }
 
@@ -323,7 +350,7 @@ function prepareAttention(
       .number('layout', LAYOUT_CODE[layout]).shape('q.shape', qs).shape('k.shape', ks).shape('v.shape', vs)
       .shape('out.shape', out4).flag('hasScale', scale !== undefined).number('scale', scale ?? 0)
       .flag('causal', causal).shape('mask.shape', maskArgs[1]).number('softcap', softcap)
-      .number('window.left', windowLeft).number('window.right', windowRight);
+      .number('window.left', windowLeft).number('window.right', windowRight).flag('kvBf16', tk.bf16);
     if (strides) {
       STRIDE_FIELDS.forEach((name, i) => d.number(name, strides[i]));
     }

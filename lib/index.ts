@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-export { tensor, type Tensor, type TensorLike, type StridedTensor, type Bf16Tensor } from './tensor';
+export { tensor, type Tensor, type TensorLike, type StridedTensor, type Bf16Tensor, type Bf16StridedTensor } from './tensor';
 export { matmul, matmulAsync, type MatmulOptions } from './matmul';
 export { prepack, prepackAsync, PackedMatrix, type PrepackOptions, type PackedDtype, type PackedData } from './prepack';
 export { softmax, softmaxAsync, type SoftmaxOptions } from './softmax';
@@ -17,7 +17,7 @@ export {
   type AttentionWindow,
   type KeyValueInput,
 } from './attention';
-export { KVCache, type KVCacheOptions, type KVCacheAppendOptions } from './kv-cache';
+export { KVCache, type KVCacheOptions, type KVCacheAppendOptions, type KVCacheDtype, type KVCacheView } from './kv-cache';
 export { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync, type LayerNormOptions, type RmsNormOptions } from './layernorm';
 export { rope, ropeAsync, type RopeOptions } from './rope';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';

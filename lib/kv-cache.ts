@@ -1,6 +1,15 @@
 import { formatShape, rangeError, typeError } from './errors';
-import { allocateFloats, checkAllocation } from './memory';
-import { checkLengthList, checkTensor, splitHeads, type CheckedTensor, type StridedTensor, type TensorLike } from './tensor';
+import { allocateBf16, allocateFloats, checkAllocation } from './memory';
+import { Descriptor, native } from './native';
+import {
+  checkLengthList,
+  checkTensor,
+  splitHeads,
+  type Bf16StridedTensor,
+  type CheckedTensor,
+  type StridedTensor,
+  type TensorLike,
+} from './tensor';
 import { checkObject, checkOptions, optEnum, optPositiveInteger, positiveInteger } from './validate';
 
 /** Options of the {@link KVCache} constructor. */
@@ -14,6 +23,14 @@ export interface KVCacheOptions {
   maxLength: number;
   /** Head dim of the values. Default headDim. */
   valueDim?: number;
+  /**
+   * How keys and values are stored. `'bf16'` halves the cache's memory and
+   * the bytes a decode step reads: `append` rounds each value to the nearest
+   * bf16 (ties to even, as torch's `.to(torch.bfloat16)`), `keys` and
+   * `values` are {@link Bf16StridedTensor} views, and attention widens them
+   * exactly as it reads them. Default `'float32'`.
+   */
+  dtype?: 'float32' | 'bf16';
 }
 
 /** Options of {@link KVCache.append}. */
@@ -32,7 +49,7 @@ export interface KVCacheAppendOptions {
   lengths?: Int32Array | readonly number[];
 }
 
-const CACHE_KNOWN = ['batch', 'kvHeads', 'headDim', 'maxLength', 'valueDim'] as const;
+const CACHE_KNOWN = ['batch', 'kvHeads', 'headDim', 'maxLength', 'valueDim', 'dtype'] as const;
 const APPEND_KNOWN = ['layout', 'lengths'] as const;
 
 /**
@@ -52,19 +69,31 @@ const APPEND_KNOWN = ['layout', 'lengths'] as const;
  * const q = tensor(new Float32Array(1 * 4 * 1 * 4).fill(0.1), [1, 4, 1, 4]); // 4 query heads, 1 token
  * const o = attention(q, cache.keys, cache.values, { causal: true }); // shape [1, 4, 1, 4]
  * cache.length; // 3
+ *
+ * // bf16 storage: half the memory, and half the bytes a decode step reads
+ * const half = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 16, dtype: 'bf16' });
+ * half.append(step, step);
+ * attention(q, half.keys, half.values, { causal: true }); // shape [1, 4, 1, 4]
  */
-export class KVCache {
+/** The view type of a cache's keys and values: float32, or bf16 for `dtype: 'bf16'`. */
+export type KVCacheView<D extends KVCacheDtype> = D extends 'bf16' ? Bf16StridedTensor : StridedTensor;
+
+/** How a {@link KVCache} stores keys and values. */
+export type KVCacheDtype = 'float32' | 'bf16';
+
+export class KVCache<D extends KVCacheDtype = 'float32'> {
   readonly batch: number;
   readonly kvHeads: number;
   readonly headDim: number;
   readonly valueDim: number;
   readonly maxLength: number;
+  readonly dtype: D;
   /** Positions held per batch entry. */
   readonly #lengths: Int32Array;
-  readonly #keys: Float32Array;
-  readonly #values: Float32Array;
+  readonly #keys: Float32Array | Uint16Array;
+  readonly #values: Float32Array | Uint16Array;
 
-  constructor(options: KVCacheOptions) {
+  constructor(options: KVCacheOptions & { dtype?: D }) {
     const fn = 'KVCache';
     const o = checkObject(fn, 'options', options, CACHE_KNOWN) as Partial<KVCacheOptions>;
     this.batch = positiveInteger(fn, 'options.batch', o.batch);
@@ -72,14 +101,18 @@ export class KVCache {
     this.headDim = positiveInteger(fn, 'options.headDim', o.headDim);
     this.maxLength = positiveInteger(fn, 'options.maxLength', o.maxLength);
     this.valueDim = optPositiveInteger(fn, 'options.valueDim', o.valueDim) ?? this.headDim;
+    this.dtype = (optEnum(fn, 'options.dtype', o.dtype, ['float32', 'bf16'] as const) ?? 'float32') as D;
     const rows = this.batch * this.kvHeads * this.maxLength;
-    const keyFloats = rows * this.headDim, valueFloats = rows * this.valueDim;
+    const keyCount = rows * this.headDim, valueCount = rows * this.valueDim;
+    // checkAllocation counts floats: a bf16 value is half of one.
+    const perValue = this.dtype === 'bf16' ? 0.5 : 1;
     checkAllocation(fn, [
-      ['the keys', keyFloats],
-      ['the values', valueFloats],
+      ['the keys', keyCount * perValue],
+      ['the values', valueCount * perValue],
     ]);
-    this.#keys = allocateFloats(fn, 'the keys', keyFloats);
-    this.#values = allocateFloats(fn, 'the values', valueFloats);
+    const allocate = this.dtype === 'bf16' ? allocateBf16 : allocateFloats;
+    this.#keys = allocate(fn, 'the keys', keyCount);
+    this.#values = allocate(fn, 'the values', valueCount);
     this.#lengths = new Int32Array(this.batch);
   }
 
@@ -95,19 +128,23 @@ export class KVCache {
     return this.#lengths.slice();
   }
 
-  /** The keys of the positions held: [batch, kvHeads, length, headDim], a view of the storage. */
-  get keys(): StridedTensor {
-    return this.#view(this.#keys, this.headDim);
+  /**
+   * The keys of the positions held: [batch, kvHeads, length, headDim], a view
+   * of the storage (a {@link Bf16StridedTensor} when dtype is `'bf16'`).
+   */
+  get keys(): KVCacheView<D> {
+    return this.#view(this.#keys, this.headDim) as KVCacheView<D>;
   }
 
   /** The values of the positions held: [batch, kvHeads, length, valueDim], a view of the storage. */
-  get values(): StridedTensor {
-    return this.#view(this.#values, this.valueDim);
+  get values(): KVCacheView<D> {
+    return this.#view(this.#values, this.valueDim) as KVCacheView<D>;
   }
 
   /**
-   * Copies n new positions of k and v in at each entry's length, then
-   * advances it by n (or, with `lengths`, entry b's by lengths[b]).
+   * Copies n new positions of k and v (float32) in at each entry's length,
+   * rounding them to bf16 in a bf16 cache, then advances it by n (or, with
+   * `lengths`, entry b's by lengths[b]).
    * Past maxLength it throws a RangeError and writes nothing.
    * @throws TypeError for a wrong kind of argument, RangeError for shapes that do not fit the cache.
    */
@@ -152,14 +189,12 @@ export class KVCache {
     this.#lengths.fill(0);
   }
 
-  #view(storage: Float32Array, dim: number): StridedTensor {
+  #view(storage: Float32Array | Uint16Array, dim: number): StridedTensor | Bf16StridedTensor {
     const L = this.length, rowStride = this.maxLength * dim;
     const span = L === 0 ? 0 : (this.batch * this.kvHeads - 1) * rowStride + L * dim;
-    return {
-      data: storage.subarray(0, span),
-      shape: [this.batch, this.kvHeads, L, dim],
-      strides: [this.kvHeads * rowStride, rowStride, dim, 1],
-    };
+    const shape = [this.batch, this.kvHeads, L, dim], strides = [this.kvHeads * rowStride, rowStride, dim, 1];
+    if (storage instanceof Uint16Array) return { data: storage.subarray(0, span), shape, strides, dtype: 'bf16' };
+    return { data: storage.subarray(0, span), shape, strides };
   }
 
   /** The positions n in a checked k or v, and whether they are token-major. */
@@ -190,12 +225,26 @@ export class KVCache {
   }
 
   /** Entry b's last counts[b] of the n positions of src, in at its length. */
-  #copyIn(storage: Float32Array, src: Float32Array, dim: number, n: number, counts: Int32Array, bshd: boolean): void {
+  #copyIn(storage: Float32Array | Uint16Array, src: Float32Array, dim: number, n: number, counts: Int32Array, bshd: boolean): void {
     const H = this.kvHeads, rowStride = this.maxLength * dim;
     for (let b = 0; b < this.batch; b++) {
       const skip = n - counts[b], at = this.#lengths[b] * dim;
       for (let h = 0; h < H; h++) {
         const dst = (b * H + h) * rowStride + at;
+        if (storage instanceof Uint16Array) {
+          if (counts[b] === 0) continue;
+          // One native call per (entry, head): its positions' rows, rounded.
+          const from = bshd ? ((b * n + skip) * H + h) * dim : ((b * H + h) * n + skip) * dim;
+          const srcRowStride = bshd ? H * dim : dim;
+          const span = (counts[b] - 1) * srcRowStride + dim;
+          native.castBf16(
+            src.subarray(from, from + span),
+            storage.subarray(dst, dst + counts[b] * dim),
+            new Descriptor('castBf16').number('rows', counts[b]).number('width', dim)
+              .number('src.rowStride', srcRowStride).number('out.rowStride', dim).done(),
+          );
+          continue;
+        }
         if (!bshd) {
           const from = ((b * H + h) * n + skip) * dim;
           storage.set(src.subarray(from, from + counts[b] * dim), dst);

@@ -12,6 +12,8 @@ export interface NativeAddon {
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
   rope(...args: unknown[]): void;
+  /** Float rows rounded to bf16 into a Uint16Array (a bf16 KVCache's append). */
+  castBf16(...args: unknown[]): void;
   /** Runs the stages in order as one call (one async job with done): [kind, ...that op's arguments] each. */
   sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
@@ -66,7 +68,16 @@ function warnAboutEnvironment(env: NodeJS.ProcessEnv): void {
 warnAboutEnvironment(process.env);
 
 /** An op whose numeric arguments travel in a Descriptor (native/ops/descriptor_layouts.h lists their order). */
-export type DescriptorOp = 'matmul' | 'layerNormMatmul' | 'softmax' | 'attention' | 'layerNorm' | 'packedSize' | 'packMatrix' | 'rope';
+export type DescriptorOp =
+  | 'matmul'
+  | 'layerNormMatmul'
+  | 'softmax'
+  | 'attention'
+  | 'layerNorm'
+  | 'packedSize'
+  | 'packMatrix'
+  | 'rope'
+  | 'castBf16';
 
 /** One field of a descriptor: how it is packed, and the name the addon's errors use. */
 export type DescriptorField = [kind: 'shape' | 'number' | 'flag', name: string];

@@ -49,6 +49,12 @@ export interface Bf16Tensor {
   dtype: 'bf16';
 }
 
+/** A strided view of bf16 values: a bf16 {@link KVCache}'s `keys` and `values`. */
+export interface Bf16StridedTensor extends Bf16Tensor {
+  /** Elements between neighbours along each axis; the last is 1. */
+  strides: readonly number[];
+}
+
 /** Whether a tensor argument says it is bf16 (its dtype field; checkBf16Tensor checks the rest). */
 export function isBf16Tensor(value: unknown): value is Bf16Tensor {
   return typeof value === 'object' && value !== null && (value as { dtype?: unknown }).dtype === 'bf16';
@@ -122,7 +128,7 @@ export function byteLengthOf(view: ArrayBufferView): number {
 }
 
 /** A typed array's element count, as the engine knows it. */
-export function lengthOf(view: Float32Array): number {
+export function lengthOf(view: Float32Array | Uint16Array): number {
   return typedArrayLength.call(view) as number;
 }
 
@@ -261,7 +267,26 @@ export function stridedSpan(shape: readonly number[], strides: readonly number[]
  * (safe integers ≥ 0, the last 1), and data that ends at the view's last element.
  */
 export function checkStridedTensor(fn: string, arg: string, value: StridedTensor, rank: number): CheckedTensor & { strides: number[] } {
-  const data = checkFloat32Array(fn, `${arg}.data`, value.data);
+  return checkStridedView(fn, arg, checkFloat32Array(fn, `${arg}.data`, value.data), value, rank);
+}
+
+/** {@link checkStridedTensor} for a view of bf16 values (a bf16 {@link KVCache}'s keys or values). */
+export function checkBf16StridedTensor(
+  fn: string,
+  arg: string,
+  value: Bf16StridedTensor,
+  rank: number,
+): { data: Uint16Array; shape: number[]; strides: number[] } {
+  return checkStridedView(fn, arg, checkUint16Array(fn, `${arg}.data`, value.data), value, rank);
+}
+
+function checkStridedView<A extends Float32Array | Uint16Array>(
+  fn: string,
+  arg: string,
+  data: A,
+  value: { shape: unknown; strides: unknown },
+  rank: number,
+): { data: A; shape: number[]; strides: number[] } {
   const shape = checkShape(fn, `${arg}.shape`, value.shape);
   const rawStrides: unknown = value.strides;
   if (!Array.isArray(rawStrides)) throw typeError(fn, `${arg}.strides`, 'an array of integers', rawStrides);
@@ -437,7 +462,7 @@ export function checkNoAlias(
 }
 
 /** Splits a 3-D [batch, seq, heads·dim] tensor's shape into bshd [batch, seq, heads, dim]. */
-export function splitHeads(fn: string, arg: string, t: CheckedTensor, heads: number, headsName: string): number[] {
+export function splitHeads(fn: string, arg: string, t: { shape: readonly number[] }, heads: number, headsName: string): number[] {
   const [b, s, hd] = t.shape;
   if (hd % heads !== 0) {
     throw rangeError(fn, `${arg}.shape[2] (heads·headDim) must be a multiple of ${headsName} = ${heads}, received ${hd}`);

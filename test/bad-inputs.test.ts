@@ -826,19 +826,19 @@ interface AtSpec {
   layout: number; q: unknown; qShape: number[]; k: unknown; kShape: number[]; v: unknown; vShape: number[];
   out: unknown; outShape: number[]; hasScale: number; scale: number; causal: number;
   mask: unknown; maskShape: number[] | null; pad: unknown; weights: unknown; desc?: unknown;
-  softcap: number; windowLeft: number; windowRight: number; sinks: unknown; keyLengths: unknown;
+  softcap: number; windowLeft: number; windowRight: number; sinks: unknown; keyLengths: unknown; kvBf16: number;
 }
 /** A valid attention call, bhsd [1,2,3,4]. */
 const atSpec = (): AtSpec => ({
   layout: 0, q: rnd(24), qShape: QS, k: rnd(24), kShape: QS, v: rnd(24), vShape: QS, out: f32(24), outShape: QS,
   hasScale: 0, scale: 0, causal: 0, mask: null, maskShape: null, pad: null, weights: null,
-  softcap: 0, windowLeft: -1, windowRight: -1, sinks: null, keyLengths: null,
+  softcap: 0, windowLeft: -1, windowRight: -1, sinks: null, keyLengths: null, kvBf16: 0,
 });
 const atArgs = (s: AtSpec = atSpec()): unknown[] => [
   s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights, s.sinks, s.keyLengths,
   s.desc ?? new Float64Array([
     s.layout, ...packShape(s.qShape), ...packShape(s.kShape), ...packShape(s.vShape), ...packShape(s.outShape),
-    s.hasScale, s.scale, s.causal, ...packShape(s.maskShape), s.softcap, s.windowLeft, s.windowRight,
+    s.hasScale, s.scale, s.causal, ...packShape(s.maskShape), s.softcap, s.windowLeft, s.windowRight, s.kvBf16,
   ]),
 ];
 
@@ -940,6 +940,10 @@ const nativeRows: NativeRow[] = [];
   addA("descriptor ['bhsd', ...] (a plain array)", (s) => set(s, { desc: ['bhsd', 4, 1, 2, 3, 4] }), 'TypeError');
   addA('q a Float64Array', (s) => set(s, { q: new Float64Array(24) }), 'TypeError');
   addA('v undefined', (s) => set(s, { v: undefined }), 'TypeError');
+  addA('k a Uint16Array without kvBf16', (s) => set(s, { k: new Uint16Array(24) }), 'TypeError');
+  addA('kvBf16 with a Float32Array v', (s) => set(s, { kvBf16: 1, k: new Uint16Array(24) }), 'TypeError');
+  addA('q a Uint16Array with kvBf16', (s) => set(s, { kvBf16: 1, q: new Uint16Array(24), k: new Uint16Array(24), v: new Uint16Array(24) }), 'TypeError');
+  addA('kvBf16 with a k one value short', (s) => set(s, { kvBf16: 1, k: new Uint16Array(23), v: new Uint16Array(24) }), 'RangeError');
   addA('q 3-D shape', (s) => set(s, { qShape: [2, 3, 4] }), 'RangeError');
   addA('q.shape [1, 2, -3, 4]', (s) => set(s, { qShape: [1, 2, -3, 4] }), 'RangeError');
   addA('k length != shape', (s) => set(s, { k: rnd(20) }), 'RangeError');

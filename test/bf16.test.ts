@@ -10,24 +10,10 @@ import * as path from 'node:path';
 import { MultiHeadSelfAttention, info, matmul, matmulAsync, prepack, prepackAsync, tensor, type Bf16Tensor } from '../lib';
 import { native } from '../lib/native';
 import { SIZES, dotProductScale, expectBitEqual, expectClose, pickSeed, poisoned, randomFloat32, rngFor } from './helpers/random';
+import { fromBf16, rounded, toBf16 } from './helpers/bf16';
 import { refMatmul, refMatmulMagnitude } from './helpers/reference';
 
 const SEED = pickSeed();
-
-// float32 -> bf16 bits, round to nearest even (PyTorch's rule; NaN as 0x7FC0).
-const scratch = new Float32Array(1);
-const scratchBits = new Uint32Array(scratch.buffer);
-function toBf16(x: number): number {
-  scratch[0] = x;
-  const u = scratchBits[0];
-  if ((u & 0x7fffffff) > 0x7f800000) return 0x7fc0;
-  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
-}
-function fromBf16(h: number): number {
-  scratchBits[0] = h << 16;
-  return scratch[0];
-}
-const rounded = (x: Float32Array): Float32Array => x.map((v) => fromBf16(toBf16(v)));
 
 describe(`bf16 products (seed ${SEED})`, () => {
   test('info names the bf16 path', () => {

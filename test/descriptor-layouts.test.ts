@@ -10,6 +10,7 @@
 import {
   attention,
   attentionAsync,
+  KVCache,
   layerNorm,
   rope,
   ropeAsync,
@@ -77,6 +78,9 @@ async function everyOp(): Promise<void> {
   rope(q, { offset: 3 });
   await ropeAsync(tensor([2, 5, 8]), { heads: 2, positions: Int32Array.from([0, 1, 2, 3, 4]), interleaved: true });
   await attentionAsync(q, q, q);
+  const cache = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 8, dtype: 'bf16' });
+  cache.append(q, q);
+  attention(tensor([1, 2, 1, 4]), cache.keys, cache.values);
   const x = tensor([2, 3, 8]);
   block(true).forward(x);
   block(false).forward(x, { causal: true });
@@ -92,7 +96,7 @@ function expectLayout(d: RecordedDescriptor): void {
 }
 
 test('the addon exports a layout for every op lib/ names, each field a shape, number or flag', () => {
-  const ops: DescriptorOp[] = ['matmul', 'layerNormMatmul', 'softmax', 'attention', 'layerNorm', 'packedSize', 'packMatrix', 'rope'];
+  const ops: DescriptorOp[] = ['matmul', 'layerNormMatmul', 'softmax', 'attention', 'layerNorm', 'packedSize', 'packMatrix', 'rope', 'castBf16'];
   expect(Object.keys(layouts).sort()).toEqual([...ops].sort());
   for (const op of ops) {
     expect(layouts[op].fields.length).toBeGreaterThan(0);

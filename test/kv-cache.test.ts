@@ -4,7 +4,8 @@
  * over the cache equal causal attention over the whole sequence.
  */
 import { attention, attentionAsync, KVCache, matmul, type Tensor } from '../lib';
-import { expectClose, pickSeed, randomFloat32, rngFor, type Rng } from './helpers/random';
+import { rounded } from './helpers/bf16';
+import { expectClose, pickSeed, poisoned, randomFloat32, rngFor, type Rng } from './helpers/random';
 import { refAttention } from './helpers/reference';
 
 const SEED = pickSeed();
@@ -78,15 +79,17 @@ describe(`KVCache (seed ${SEED})`, () => {
     }
   });
 
-  test('a prefill, then one-token decode steps over the cache, equals causal attention over the whole sequence', () => {
-    const rng = rngFor(SEED, 'prefill-decode');
+  // In bf16 the cache holds the rounded keys and values: the reference is over those.
+  test.each(['float32', 'bf16'] as const)('a prefill, then one-token decode steps over a %s cache, equals causal attention over the whole sequence', (dtype) => {
+    const rng = rngFor(SEED, `prefill-decode ${dtype}`);
     const B = 1, H = 4, Hkv = 2, D = 16, N = 40, prefill = 33;
     const q = randomTensor(rng, [B, H, N, D]), k = randomTensor(rng, [B, Hkv, N, D]), v = randomTensor(rng, [B, Hkv, N, D]);
-    const whole = attention(q, k, v, { causal: true });
-    const ref = refAttention(q.data, q.shape, k.data, k.shape, v.data, v.shape, { causal: true });
+    const stored = (x: Float32Array) => (dtype === 'bf16' ? rounded(x) : x);
+    const whole = attention(q, { data: stored(k.data), shape: k.shape }, { data: stored(v.data), shape: v.shape }, { causal: true });
+    const ref = refAttention(q.data, q.shape, stored(k.data), k.shape, stored(v.data), v.shape, { causal: true });
     expectClose(whole.data, ref.output.data, 1e-5, { seed: SEED, label: 'whole sequence', shape: q.shape });
-    const cache = new KVCache({ batch: B, kvHeads: Hkv, headDim: D, maxLength: N });
-    const got = new Float32Array(whole.data.length);
+    const cache = new KVCache({ batch: B, kvHeads: Hkv, headDim: D, maxLength: N, dtype });
+    const got = poisoned(whole.data.length);
     const place = (o: Tensor, t0: number, t1: number) => {
       for (let h = 0; h < H; h++) got.set(o.data.subarray(h * (t1 - t0) * D, (h + 1) * (t1 - t0) * D), (h * N + t0) * D);
     };

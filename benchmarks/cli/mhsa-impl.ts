@@ -5,7 +5,7 @@
  * nothing can never pass the check with a previous call's numbers.
  */
 import * as lib from '../../lib';
-import { attention, info, KVCache, layerNorm, matmul, MultiHeadSelfAttention, prepack, setNumThreads, softmax, type Tensor } from '../../lib';
+import { attention, info, KVCache, layerNorm, matmul, MultiHeadSelfAttention, prepack, setNumThreads, softmax, type KeyValueInput, type Tensor } from '../../lib';
 import type { Inputs } from './data';
 import type { Impl, Prepared } from './peers/types';
 import { decoderRows, outputLength, type AttentionProblem, type DecoderProblem, type Problem } from './workloads';
@@ -64,7 +64,7 @@ export function newDecoder(p: DecoderProblem, x: Extract<Inputs, { kind: 'decode
     rope: { theta: p.theta },
     ...(p.dtype ? { dtype: p.dtype } : {}),
   });
-  const cache = new KVCache({ batch: B, kvHeads, headDim: dimHead, maxLength: past + 1 });
+  const cache = new KVCache({ batch: B, kvHeads, headDim: dimHead, maxLength: past + 1, dtype: p.dtype ?? 'float32' });
   cache.append(t(x.pastK, [B, kvHeads, past, dimHead]), t(x.pastV, [B, kvHeads, past, dimHead]));
   const xs = t(x.x, [B, 1, dim]);
   return (out?: Tensor): Float32Array => {
@@ -82,6 +82,18 @@ const BLOCK_OPS =
   'layerNorm → three matmul(x, W{q,k,v}, { transposeB }) on row slices of the fused Wqkv (no copy) → ' +
   'attention(q, k, v, { heads }) on the packed [B, N, inner] projections → matmul(o, Wo, { transposeB, c: bias })';
 
+/**
+ * The attention problem's k and v as mhsa takes them: float32 tensors, or,
+ * for kv 'bf16', the views of a bf16 KVCache holding them (rounded once, untimed).
+ */
+export function keysAndValues(p: AttentionProblem, x: Extract<Inputs, { kind: 'attention' }>): [KeyValueInput, KeyValueInput] {
+  const shape = [p.B, p.Hkv ?? p.H, p.Nkv, p.d];
+  if (p.kv !== 'bf16') return [t(x.k, shape), t(x.v, shape)];
+  const cache = new KVCache({ batch: p.B, kvHeads: shape[1], headDim: p.d, maxLength: p.Nkv, dtype: 'bf16' });
+  cache.append(t(x.k, shape), t(x.v, shape));
+  return [cache.keys, cache.values];
+}
+
 /** The attention options a workload adds to causal: a sliding window, a softcap. */
 export function attentionExtras(p: AttentionProblem): { window?: { left: number }; softcap?: number } {
   return {
@@ -97,7 +109,9 @@ export const mhsaImpl: Impl = {
   timed: {
     gemm: "matmul(a, b, { out }); for g_*w and g_*_bf16 b is prepack(b, { dtype: 'float32' | 'bf16' }) (untimed)",
     softmax: 'softmax(x, { out })',
-    attention: "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d])",
+    attention:
+      "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d]; " +
+      "for kv 'bf16', a bf16 KVCache's views)",
     block: BLOCK_OPS,
     decoder: `${DECODER_OPS}, with { out }`,
   },
@@ -133,8 +147,7 @@ export const mhsaImpl: Impl = {
     }
     if (p.kind === 'attention' && x.kind === 'attention') {
       const q = t(x.q, [p.B, p.H, p.Nq, p.d]);
-      const k = t(x.k, [p.B, p.Hkv ?? p.H, p.Nkv, p.d]);
-      const v = t(x.v, [p.B, p.Hkv ?? p.H, p.Nkv, p.d]);
+      const [k, v] = keysAndValues(p, x);
       const o = t(out, [p.B, p.H, p.Nq, p.d]);
       const opts = { causal: p.causal, out: o, ...attentionExtras(p) };
       return { beforeRun, dispose, run: () => attention(q, k, v, opts).data };

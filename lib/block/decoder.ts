@@ -10,10 +10,10 @@
  * Everything is checked before the first op runs, the cache's room included,
  * so a call that throws leaves the cache as it was.
  */
-import { attention, attentionAsync, type AttentionOptions } from '../attention';
+import { attention, attentionAsync, type AttentionOptions, type KeyValueInput } from '../attention';
 import { broadcastsTo } from '../broadcast';
 import { formatShape, rangeError, typeError } from '../errors';
-import { KVCache } from '../kv-cache';
+import { KVCache, type KVCacheDtype } from '../kv-cache';
 import { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync } from '../layernorm';
 import { matmul, matmulAsync } from '../matmul';
 import { rope, ropeAsync } from '../rope';
@@ -23,6 +23,7 @@ import {
   checkNoAlias,
   checkTensor,
   resultTensor,
+  type Bf16StridedTensor,
   type StridedTensor,
   type Tensor,
   type TensorLike,
@@ -42,10 +43,10 @@ export function takesDecoderPath(options: unknown): boolean {
 }
 
 /** A cache view [batch, kvHeads, length, dim] seen as 'bshd' [batch, length, kvHeads, dim]: the same elements. */
-function asBshd(view: StridedTensor): StridedTensor {
+function asBshd<V extends StridedTensor | Bf16StridedTensor>(view: V): V {
   const [b, h, l, d] = view.shape;
   const [sb, sh, sl] = view.strides;
-  return { data: view.data, shape: [b, l, h, d], strides: [sb, sl, sh, 1] };
+  return { ...view, shape: [b, l, h, d], strides: [sb, sl, sh, 1] };
 }
 
 /** Copies columns [from, from + width) of every row of x [rows, cols] into a new [rows, width] array. */
@@ -60,7 +61,7 @@ interface DecoderPlan {
   batch: number;
   tokens: number;
   out: { data: Float32Array; result: Tensor };
-  cache?: KVCache;
+  cache?: KVCache<KVCacheDtype>;
   causal: boolean;
   attnOptions: AttentionOptions;
   /** The first token's position: the cache's length, or 0, when every entry has it. */
@@ -78,7 +79,7 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
   if (optBoolean(fn, 'options.returnWeights', opts.returnWeights, false)) {
     throw rangeError(fn, 'options.returnWeights is not available with a cache, grouped heads, RoPE or RMSNorm, received true');
   }
-  let cache: KVCache | undefined;
+  let cache: KVCache<KVCacheDtype> | undefined;
   let lengths: Int32Array | undefined;
   if (opts.lengths !== undefined) {
     if (opts.cache === undefined) throw rangeError(fn, 'options.lengths needs options.cache (the keys of padded tokens are left out of it)');
@@ -179,7 +180,7 @@ function ropeOptions(w: BlockWeights, heads: number, p: DecoderPlan, out: Tensor
 }
 
 /** Appends k and v to the cache (if any) and returns what attention reads as k and v, 'bshd'. */
-function keysAndValues(w: BlockWeights, p: DecoderPlan, k: Tensor, v: Tensor): [Tensor | StridedTensor, Tensor | StridedTensor] {
+function keysAndValues(w: BlockWeights, p: DecoderPlan, k: Tensor, v: Tensor): [KeyValueInput, KeyValueInput] {
   if (!p.cache) {
     const shape = [p.batch, p.tokens, w.kvHeads, w.dimHead];
     return [{ data: k.data, shape }, { data: v.data, shape }];

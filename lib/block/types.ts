@@ -3,7 +3,7 @@
  * forward options and result, and fromTorch's options and state dict.
  */
 import type { AttentionWindow } from '../attention';
-import type { KVCache } from '../kv-cache';
+import type { KVCache, KVCacheDtype } from '../kv-cache';
 import type { Bf16Tensor, Tensor, TensorLike } from '../tensor';
 
 /** Weights of a {@link MultiHeadSelfAttention}, in PyTorch's `nn.Linear` layout [out, in]. */
@@ -91,7 +91,7 @@ export interface MultiHeadSelfAttentionForwardOptions {
    * [batch, heads, tokens, cache.length + tokens]; returnWeights is not available. One call at a
    * time per cache. Each batch entry continues from its own length (`cache.lengths`).
    */
-  cache?: KVCache;
+  cache?: KVCache<KVCacheDtype>;
   /**
    * With a cache, for a batch of prompts of different lengths: the real tokens of each batch
    * entry (one integer in [0, tokens] per entry), which are x's last lengths[b] tokens (prompts

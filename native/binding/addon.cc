@@ -141,6 +141,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<packMatrixBinding>(env, exports, "packMatrix");
   exportFunction<layerNormBinding>(env, exports, "layerNorm");
   exportFunction<ropeBinding>(env, exports, "rope");
+  exportFunction<castBf16Binding>(env, exports, "castBf16");
   exportFunction<sequenceBinding>(env, exports, "sequence");
   exportFunction<parseSafetensorsBinding>(env, exports, "parseSafetensors");
   exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");

@@ -7,8 +7,8 @@ namespace mhsa {
 AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   const char* fn = "attention";
   JsBuffer q = floatArg(args[0], fn, "q");
-  JsBuffer k = floatArg(args[1], fn, "k");
-  JsBuffer v = floatArg(args[2], fn, "v");
+  JsBuffer k = floatOrBf16Arg(args[1], fn, "k");
+  JsBuffer v = floatOrBf16Arg(args[2], fn, "v");
   JsBuffer out = floatArg(args[3], fn, "out");
   JsBuffer mask = optionalFloatArg(args[4], fn, "mask");
   JsBuffer pad = optionalByteArg(args[5], fn, "keyPaddingMask");

@@ -48,6 +48,10 @@ Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
 // (kernels/rope.h); desc: descriptor_layouts.h's MHSA_ROPE_FIELDS.
 Napi::Value ropeBinding(const Napi::CallbackInfo& info);
 
+// castBf16(src, out, desc, callback?): float rows rounded to bf16 (a bf16
+// KV cache's append); desc: descriptor_layouts.h's MHSA_CAST_BF16_FIELDS.
+Napi::Value castBf16Binding(const Napi::CallbackInfo& info);
+
 // parseSafetensors(bytes: Uint8Array) -> { dataStart, entries: [name, dtype, shape, begin, end][],
 //   metadata: [key, value][] } or { errorKind: 'TypeError' | 'RangeError', message }: the checked
 //   header of a safetensors image (formats/safetensors.h). Errors come back as values so lib/ can

@@ -64,10 +64,10 @@ double flagValue(ByteSource& in) {
 }
 
 // Descriptor layouts, as lib/native.ts writes them: S shape, N number, F flag.
-enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, OpCount };
+enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, CastBf16, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
 // C: a softcap, mostly 0 (none) or small; W: a window side, mostly -1 (none) or small.
-const char* const kLayout[OpCount] = {"SSSSFFNNFF", "SSN", "NSSSSFNFSCWW", "SSNF", "SFF", "SF", "", "NSSNNFNS"};
+const char* const kLayout[OpCount] = {"SSSSFFNNFF", "SSN", "NSSSSFNFSCWWF", "SSNF", "SFF", "SF", "", "NSSNNFNS", "NNNN"};
 
 struct Decoded {
   std::vector<double> values;
@@ -218,7 +218,7 @@ struct Stats {
   ~Stats() {
     if (!std::getenv("MHSA_FUZZ_STATS")) return;
     static const char* const names[OpCount] = {"matmul", "softmax", "attention", "layerNorm", "packMatrix",
-                                               "packedSize", "lnMatmul", "rope"};
+                                               "packedSize", "lnMatmul", "rope", "castBf16"};
     for (int i = 0; i < OpCount; ++i) std::fprintf(stderr, "%-10s tried %8ld ran %8ld\n", names[i], tried[i], ran[i]);
   }
 };
@@ -304,6 +304,34 @@ void fuzzRope(ByteSource& in) {
   ++stats.ran[Rope];
 }
 
+// castBf16(src, out), reached after a packedSize call (see fuzzOne): small
+// plausible counts and strides mostly, special numbers now and then, and now
+// and then an out that overlaps src.
+void fuzzCastBf16(ByteSource& in) {
+  ++stats.tried[CastBf16];
+  std::vector<double> values;
+  auto count = [&](double plausible) {
+    const double v = in.next() < 232 ? plausible : numberValue(in);
+    values.push_back(v);
+    return v;
+  };
+  const double rows = count(in.next() % 9), width = count(in.next() % 9);
+  const double srcStride = count(width + in.next() % 3), outStride = count(width + in.next() % 3);
+  auto span = [&](double stride) {
+    const bool sane = rows >= 0 && rows <= 64 && width >= 0 && width <= 64 && stride >= 0 && stride <= 64;
+    return sane ? static_cast<int64_t>(rows == 0 || width == 0 ? 0 : (rows - 1) * stride + width) : int64_t{-1};
+  };
+  Buffers bufs;
+  BufferArg src = floatBuffer(bufs, planBuffer(in, span(srcStride), false));
+  BufferArg out = bf16Buffer(bufs, planBuffer(in, span(outStride), false));
+  if (src.present && out.present && in.next() % 8 == 7) out = {src.data, std::min(out.length, 2 * src.length), true, true};
+  const Descriptor desc{values.data(), values.size()};
+  CastBf16Call call;
+  if (!prepareCastBf16(desc, src, out, &call).ok()) return;
+  runCall(call);
+  ++stats.ran[CastBf16];
+}
+
 void fuzzOne(const uint8_t* data, size_t size) {
   ByteSource in(data, size);
   Op op = static_cast<Op>(in.next() % kByteOps);
@@ -383,12 +411,16 @@ void fuzzOne(const uint8_t* data, size_t size) {
         }
         return span > kMaxBufferElements ? int64_t{-1} : static_cast<int64_t>(span);
       };
+      // k and v in bf16 when the descriptor says so, mostly (kvBf16, the last flag).
+      const bool kvBf16 = scalarAt(7) == 1;
+      const uint8_t types = in.next();
+      auto kvBuffer = [&](bool half, const BufferPlan& plan) { return half ? bf16Buffer(bufs, plan) : floatBuffer(bufs, plan); };
       BufferArg q = floatBuffer(bufs, planBuffer(in, expectedLength(0), false));
-      BufferArg k = floatBuffer(bufs, planBuffer(in, expectedLength(1), false));
-      BufferArg v = floatBuffer(bufs, planBuffer(in, expectedLength(2), false));
+      BufferArg k = kvBuffer(types % 8 == 7 ? !kvBf16 : kvBf16, planBuffer(in, expectedLength(1), false));
+      BufferArg v = kvBuffer(types % 8 == 6 ? !kvBf16 : kvBf16, planBuffer(in, expectedLength(2), false));
       // Now and then q, k and v side by side in one buffer, as the fused QKV
       // output holds them (each view offset by the one before's row width).
-      if (q.present && k.present && v.present && in.next() % 4 == 0) {
+      if (q.present && k.present && v.present && !k.bf16 && !v.bf16 && in.next() % 4 == 0) {
         const Shape qs = shapeAt(0), ks = shapeAt(1);
         // Row widths only from shapes whose element count is sane (a huge dim would overflow them).
         const int64_t qRow = qs.size() == 4 ? std::min(mulSat(qs[2], qs[3]), kMaxBufferElements) : 0;
@@ -455,11 +487,15 @@ void fuzzOne(const uint8_t* data, size_t size) {
       int64_t floats = 0;
       if (preparePackedSize(desc, &floats).ok()) ++stats.ran[op];
       // rope came later: reached from here, so the saved inputs of every older op keep their meaning.
-      if (in.next() % 2 == 1) fuzzRope(in);
+      if (in.next() % 2 == 1)
+        fuzzRope(in);
+      else if (in.next() % 2 == 1)
+        fuzzCastBf16(in);
       return;
     }
     case LayerNormMatmul:  // reached from the Matmul case only
     case Rope:             // reached from the PackedSize case only
+    case CastBf16:         // likewise
     case OpCount: return;
   }
 }

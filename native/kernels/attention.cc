@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../runtime/thread_pool.h"
+#include "bf16.h"
 #include "exp_poly.h"
 #include "gemm.h"
 #include "kernel_math.h"
@@ -115,7 +116,7 @@ bool vSuitsFusedExp(const AttentionProblem& p, float vMax) {
 // them in place measured 1-8 % slower than packing. And only where the ISA's
 // table says it pays (KernelTable::attentionKVInPlace).
 bool readsKVInPlace(const AttentionProblem& p, const KernelTable& kt) {
-  if (!kt.attentionKVInPlace || p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 ||
+  if (!kt.attentionKVInPlace || p.kvBf16 || p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 ||
       p.seqKV > kAttentionKeyBlock)
     return false;
   auto spanBytes = [&](const Strided4& x, int64_t width) { return ((p.seqKV - 1) * x.seqStride + width) * 4; };
@@ -143,16 +144,32 @@ PackedKV kvInPlace(const AttentionProblem& p, const KernelTable& kt, int64_t b, 
   return kv;
 }
 
+// Rows [0, keys) of a bf16 K or V (width elements each, strides of x) widened
+// into a dense float matrix in scratch, for packing. The packing reads each
+// float once more from L1/L2; the tiled path is compute-bound, and this keeps
+// one packing routine for both dtypes.
+StridedMatrix widenRows(const uint16_t* rows, const Strided4& x, int64_t keys, int64_t width) {
+  float* w = scratchFloats(ScratchSlot::AttentionWidenKV, static_cast<size_t>(std::max<int64_t>(keys * width, 1)));
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t e = 0; e < width; ++e) w[j * width + e] = bf16ToFloat(rows[j * x.seqStride + e * x.dimStride]);
+  return StridedMatrix{w, width, 1};
+}
+
 PackedKV packKV(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t g) {
   const int64_t keys = keysOf(p, b);
   const int64_t keysPadded = roundUp(keys, kt.mr);
   const int64_t dvPadded = roundUp(p.headDimV, kt.nr);
   float* kbuf = scratchFloats(ScratchSlot::AttentionPackK, static_cast<size_t>(keysPadded * p.headDim));
   float* vbuf = scratchFloats(ScratchSlot::AttentionPackV, static_cast<size_t>(dvPadded * keys));
-  const StridedMatrix kA{p.k.data + b * p.k.batchStride + g * p.k.headStride, p.k.seqStride, p.k.dimStride};
+  const StridedMatrix kA = p.kvBf16 ? widenRows(p.kBf16 + b * p.k.batchStride + g * p.k.headStride, p.k, keys, p.headDim)
+                                    : StridedMatrix{p.k.data + b * p.k.batchStride + g * p.k.headStride, p.k.seqStride,
+                                                    p.k.dimStride};
   for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC)
     packA(kA, 0, keys, pc, std::min(kGemmKC, p.headDim - pc), kt.mr, kbuf + keysPadded * pc);
-  const StridedMatrix vB{p.v.data + b * p.v.batchStride + g * p.v.headStride, p.v.seqStride, p.v.dimStride};
+  // With bf16, K's widened rows are packed by now: V's reuse their scratch.
+  const StridedMatrix vB = p.kvBf16 ? widenRows(p.vBf16 + b * p.v.batchStride + g * p.v.headStride, p.v, keys, p.headDimV)
+                                    : StridedMatrix{p.v.data + b * p.v.batchStride + g * p.v.headStride, p.v.seqStride,
+                                                    p.v.dimStride};
   for (int64_t pc = 0; pc < keys; pc += kGemmKC)
     packB(vB, pc, std::min(kGemmKC, keys - pc), 0, p.headDimV, kt.nr, vbuf + dvPadded * pc);
   PackedKV kv{kbuf, vbuf};
@@ -165,14 +182,20 @@ PackedKV packKV(const AttentionProblem& p, const KernelTable& kt, int64_t b, int
 // measured in an attention profile at ~3x the time the same packing takes on
 // cached rows; fetched while the previous head computes, they are cached.
 void prefetchKVShare(const AttentionProblem& p, int64_t b, int64_t g, int64_t j0, int64_t j1) {
-  auto rows = [&](const Strided4& x, int64_t width) {
+  auto rows = [&](const auto* data, const Strided4& x, int64_t width) {
     if (x.dimStride != 1) return;  // a transposed layout: its rows are not contiguous
-    const float* base = x.data + b * x.batchStride + g * x.headStride;
+    const auto* base = data + b * x.batchStride + g * x.headStride;
+    const int64_t line = 64 / static_cast<int64_t>(sizeof(*data));
     for (int64_t j = j0; j < j1; ++j)
-      for (int64_t o = 0; o < width; o += 16) __builtin_prefetch(base + j * x.seqStride + o, 0, 2);
+      for (int64_t o = 0; o < width; o += line) __builtin_prefetch(base + j * x.seqStride + o, 0, 2);
   };
-  rows(p.k, p.headDim);
-  rows(p.v, p.headDimV);
+  if (p.kvBf16) {
+    rows(p.kBf16, p.k, p.headDim);
+    rows(p.vBf16, p.v, p.headDimV);
+  } else {
+    rows(p.k.data, p.k, p.headDim);
+    rows(p.v.data, p.v, p.headDimV);
+  }
 }
 
 void zeroRows(float* out, int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
@@ -583,9 +606,13 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
                         (u % p.seqQ) * p.q.seqStride;
     for (int64_t d = 0; d < D; ++d) q[u * D + d] = qRow[d * p.q.dimStride];
   }
-  const float* kBase = p.k.data + grp.b * p.k.batchStride + grp.g * p.k.headStride + j0 * p.k.seqStride;
-  const float* vBase = p.v.data + grp.b * p.v.batchStride + grp.g * p.v.headStride + j0 * p.v.seqStride;
-  kt.decodeScores(q, G, D, kBase, p.k.seqStride, n, p.scale, scores);
+  auto rowsOf = [&](const auto* data, const Strided4& x) {
+    return data + grp.b * x.batchStride + grp.g * x.headStride + j0 * x.seqStride;
+  };
+  if (p.kvBf16)
+    kt.decodeScoresBf16(q, G, D, rowsOf(p.kBf16, p.k), p.k.seqStride, n, p.scale, scores);
+  else
+    kt.decodeScores(q, G, D, rowsOf(p.k.data, p.k), p.k.seqStride, n, p.scale, scores);
   const int64_t stride = p.headDimV + 2;
   bool anyWeight = false;
   for (int64_t u = 0; u < G; ++u) {
@@ -593,7 +620,11 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
     if (p.softcap != 0.0f) kt.softcap(row, n, p.softcap);
     anyWeight |= decodeRowSoftmax(p, kt, grp, u, j0, n, row, states + u * stride);
   }
-  if (anyWeight) kt.decodeAccumulate(scores, G, n, vBase, p.v.seqStride, p.headDimV, states + 2, stride);
+  if (!anyWeight) return;
+  if (p.kvBf16)
+    kt.decodeAccumulateBf16(scores, G, n, rowsOf(p.vBf16, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
+  else
+    kt.decodeAccumulate(scores, G, n, rowsOf(p.v.data, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
 }
 
 // Most key ranges one group's keys are split into (enough for 64 threads on one group).

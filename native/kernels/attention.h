@@ -18,6 +18,13 @@ struct Strided4 {
 struct AttentionProblem {
   int64_t batch, heads, kvHeads, seqQ, seqKV, headDim, headDimV;
   Strided4 q, k, v;
+  // bf16 keys and values (a bf16 KV cache): with kvBf16, k.data and v.data
+  // are null and kBf16 and vBf16 hold the rows at k's and v's strides. They
+  // are widened exactly, so the result is that of float K and V holding the
+  // same values.
+  bool kvBf16;
+  const uint16_t* kBf16;
+  const uint16_t* vBf16;
   float* out;  // strides as in outView (its data pointer is ignored)
   Strided4 outView;
   float scale;

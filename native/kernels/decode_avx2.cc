@@ -1,8 +1,11 @@
 // Attention's decode path with AVX2 intrinsics: decode_avx512.cc's tiles of up
 // to 4 queries, sized for 16 ymm registers (decode_tiles.h drives them).
 // Scores: 4 queries x 2 keys of dots in 8 accumulators; V: 4 queries x 16
-// floats of accumulators. Compiled with -mavx2 -mfma only.
+// floats of accumulators. Rows of bf16 (a bf16 KV cache) are widened in
+// registers as they are loaded. Compiled with -mavx2 -mfma only.
 #include "decode_avx2.h"
+
+#include <cstring>
 
 #include "avx2_lanes.h"
 #include "decode_tiles.h"
@@ -12,6 +15,25 @@ namespace mhsa {
 namespace {
 
 using avx2lanes::laneMask;
+
+inline __m256 widenBf16(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return widenBf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// The first `count` elements of a row (clamped to [0, 8]) as floats, zeros past them.
+struct Tail {
+  __m256i mask;
+  int64_t count;
+  explicit Tail(int64_t n) : mask(laneMask(n)), count(n) {}
+};
+inline __m256 load8(const Tail& t, const float* p) { return _mm256_maskload_ps(p, t.mask); }
+inline __m256 load8(const Tail& t, const uint16_t* p) {
+  if (t.count >= 8) return load8(p);
+  alignas(16) uint16_t h[8] = {};
+  if (t.count > 0) std::memcpy(h, p, static_cast<size_t>(t.count) * sizeof(uint16_t));
+  return widenBf16(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
 
 // Lane i of the result is the sum of a[i]'s 8 lanes.
 inline __m256 laneSums8(const __m256* a) {
@@ -25,8 +47,8 @@ inline __m256 laneSums8(const __m256* a) {
 // Dots of Queries queries (rows d apart at q) with Keys keys (rows kStride
 // apart at rows): query u's dot with key r in lane 2u + r of the result.
 // `ahead`, when set, is requested line by line beside the key rows' loads.
-template <int Queries, int Keys>
-inline __m256 scoresTile(const float* q, int64_t d, const float* rows, int64_t kStride, const float* ahead) {
+template <int Queries, int Keys, class T>
+inline __m256 scoresTile(const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
   const int64_t whole = d / 8 * 8;
   __m256 acc[8];
 #pragma GCC unroll 8
@@ -34,19 +56,21 @@ inline __m256 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
   for (int64_t e = 0; e < whole; e += 8) {
 #pragma GCC unroll 2
     for (int r = 0; r < Keys; ++r) {
-      // One request per 64-byte line: every other vector.
-      if (ahead && (e & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * kStride + e), _MM_HINT_T1);
-      const __m256 kv = _mm256_loadu_ps(rows + r * kStride + e);
+      // One request per 64-byte line.
+      if (ahead && e % decode::kLineElements<T> == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + r * kStride + e), _MM_HINT_T1);
+      const __m256 kv = load8(rows + r * kStride + e);
 #pragma GCC unroll 4
       for (int u = 0; u < Queries; ++u)
         acc[u * 2 + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + u * d + e), kv, acc[u * 2 + r]);
     }
   }
   if (d > whole) {
-    const __m256i m = laneMask(d - whole);
+    const Tail tail(d - whole);
+    const __m256i m = tail.mask;
 #pragma GCC unroll 2
     for (int r = 0; r < Keys; ++r) {
-      const __m256 kv = _mm256_maskload_ps(rows + r * kStride + whole, m);
+      const __m256 kv = load8(tail, rows + r * kStride + whole);
 #pragma GCC unroll 4
       for (int u = 0; u < Queries; ++u)
         acc[u * 2 + r] = _mm256_fmadd_ps(_mm256_maskload_ps(q + u * d + whole, m), kv, acc[u * 2 + r]);
@@ -55,19 +79,19 @@ inline __m256 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
   return laneSums8(acc);
 }
 
-template <int Queries>
-inline __m256 scoresTileKeys(int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
-                             const float* ahead) {
-  return keys == 1 ? scoresTile<Queries, 1>(q, d, rows, kStride, nullptr)
-                   : scoresTile<Queries, 2>(q, d, rows, kStride, ahead);
+template <int Queries, class T>
+inline __m256 scoresTileKeys(int keys, const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
+  return keys == 1 ? scoresTile<Queries, 1, T>(q, d, rows, kStride, nullptr)
+                   : scoresTile<Queries, 2, T>(q, d, rows, kStride, ahead);
 }
 
 // acc rows u < Queries (accStride apart) += w[u * n + j] * row j of `keys` V
 // rows, over floats [e0, e0 + 16) of each (masked past dv).
-template <int Queries>
-inline void accumulateChunk(const float* w, int64_t n, const float* rows, int64_t vStride, int64_t keys, int64_t e0,
-                            int64_t dv, float* acc, int64_t accStride, const float* ahead) {
-  const __m256i m0 = laneMask(dv - e0), m1 = laneMask(dv - e0 - 8);
+template <int Queries, class T>
+inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
+                            int64_t dv, float* acc, int64_t accStride, const T* ahead) {
+  const Tail tail0(dv - e0), tail1(dv - e0 - 8);
+  const __m256i m0 = tail0.mask, m1 = tail1.mask;
   __m256 t[Queries][2];
 #pragma GCC unroll 4
   for (int u = 0; u < Queries; ++u) {
@@ -75,9 +99,10 @@ inline void accumulateChunk(const float* w, int64_t n, const float* rows, int64_
     t[u][1] = _mm256_maskload_ps(acc + u * accStride + e0 + 8, m1);
   }
   for (int64_t j = 0; j < keys; ++j) {
-    const float* row = rows + j * vStride + e0;
-    if (ahead) _mm_prefetch(reinterpret_cast<const char*>(ahead + j * vStride + e0), _MM_HINT_T1);
-    const __m256 v0 = _mm256_maskload_ps(row, m0), v1 = _mm256_maskload_ps(row + 8, m1);
+    const T* row = rows + j * vStride + e0;
+    if (ahead && e0 % decode::kLineElements<T> == 0)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + j * vStride + e0), _MM_HINT_T1);
+    const __m256 v0 = load8(tail0, row), v1 = load8(tail1, row + 8);
 #pragma GCC unroll 4
     for (int u = 0; u < Queries; ++u) {
       const __m256 wv = _mm256_broadcast_ss(w + u * n + j);
@@ -96,10 +121,11 @@ struct Avx2Tiles {
   static constexpr int kKeys = 2;
   static constexpr int64_t kChunk = 16;
 
-  static void scores(int tq, int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
-                     const float* ahead, float scale, float* s, int64_t n) {
+  template <class T>
+  static void scores(int tq, int keys, const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead,
+                     float scale, float* s, int64_t n) {
     __m256 sums = decode::withTileQueries(tq, [&](auto queries) {
-      return scoresTileKeys<decltype(queries)::value>(keys, q, d, rows, kStride, ahead);
+      return scoresTileKeys<decltype(queries)::value, T>(keys, q, d, rows, kStride, ahead);
     });
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, _mm256_mul_ps(_mm256_set1_ps(scale), sums));
@@ -107,22 +133,23 @@ struct Avx2Tiles {
       for (int r = 0; r < keys; ++r) s[u * n + r] = lanes[u * 2 + r];
   }
 
-  static void accumulate(int tq, const float* w, int64_t n, const float* rows, int64_t vStride, int64_t keys,
-                         int64_t e0, int64_t dv, float* acc, int64_t accStride, const float* ahead) {
+  template <class T>
+  static void accumulate(int tq, const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
+                         int64_t dv, float* acc, int64_t accStride, const T* ahead) {
     decode::withTileQueries(tq, [&](auto queries) {
-      accumulateChunk<decltype(queries)::value>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+      accumulateChunk<decltype(queries)::value, T>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
     });
   }
 
   // A blocked key's row may hold anything, so it is not read.
-  static void accumulateSparse(const float* w, const float* rows, int64_t vStride, int64_t keys, int64_t dv,
-                               float* a) {
+  template <class T>
+  static void accumulateSparse(const float* w, const T* rows, int64_t vStride, int64_t keys, int64_t dv, float* a) {
     for (int64_t e0 = 0; e0 < dv; e0 += 8) {
-      const __m256i m = laneMask(dv - e0);
-      __m256 t = _mm256_maskload_ps(a + e0, m);
+      const Tail tail(dv - e0);
+      __m256 t = _mm256_maskload_ps(a + e0, tail.mask);
       for (int64_t j = 0; j < keys; ++j)
-        if (w[j] != 0.0f) t = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_maskload_ps(rows + j * vStride + e0, m), t);
-      _mm256_maskstore_ps(a + e0, m, t);
+        if (w[j] != 0.0f) t = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), load8(tail, rows + j * vStride + e0), t);
+      _mm256_maskstore_ps(a + e0, tail.mask, t);
     }
   }
 
@@ -146,6 +173,16 @@ void decodeScoresAvx2(const float* q, int64_t queries, int64_t d, const float* k
 
 void decodeAccumulateAvx2(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
                           float* acc, int64_t accStride) {
+  decode::accumulate<Avx2Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
+}
+
+void decodeScoresBf16Avx2(const float* q, int64_t queries, int64_t d, const uint16_t* k, int64_t kStride, int64_t n,
+                          float scale, float* s) {
+  decode::scores<Avx2Tiles>(q, queries, d, k, kStride, n, scale, s);
+}
+
+void decodeAccumulateBf16Avx2(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
+                              int64_t dv, float* acc, int64_t accStride) {
   decode::accumulate<Avx2Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
 }
 

@@ -6,4 +6,9 @@ void decodeScoresAvx2(const float* q, int64_t queries, int64_t d, const float* k
                       float scale, float* s);
 void decodeAccumulateAvx2(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
                           float* acc, int64_t accStride);
+// The same over bf16 K and V rows (KernelTable::decodeScoresBf16, decodeAccumulateBf16).
+void decodeScoresBf16Avx2(const float* q, int64_t queries, int64_t d, const uint16_t* k, int64_t kStride, int64_t n,
+                          float scale, float* s);
+void decodeAccumulateBf16Avx2(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
+                              int64_t dv, float* acc, int64_t accStride);
 }  // namespace mhsa

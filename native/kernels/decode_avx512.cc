@@ -4,8 +4,10 @@
 // x 4 keys of dots in 16 accumulators and one transposing reduction; V: 4
 // queries x 64 floats of accumulators. One load of a K or V vector feeds
 // every query of the tile, and a tile reaches its rows from one pointer and
-// the stride (docs/design/attention-tiles.md, the decode path). Compiled with
-// the AVX-512 flags only.
+// the stride (docs/design/attention-tiles.md, the decode path). Rows of bf16
+// (a bf16 KV cache) are widened in registers as they are loaded: a shift of
+// each value into the top half of a float, so half the bytes are read for the
+// same arithmetic. Compiled with the AVX-512 flags only.
 #include "decode_avx512.h"
 
 #include "avx512_intrinsics.h"
@@ -14,6 +16,21 @@
 namespace mhsa {
 
 namespace {
+
+inline __m512 widenBf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+// 16 elements of a K or V row as floats; the masked forms zero the lanes off the mask.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) { return widenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512 load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(__mmask16 m, const uint16_t* p) { return widenBf16(_mm256_maskz_loadu_epi16(m, p)); }
+
+// Whether the 16-element vector at element e of a row starts a 64-byte line
+// (the rows' prefetches are one per line).
+template <class T>
+inline bool startsLine(int64_t e) {
+  return e % decode::kLineElements<T> == 0;
+}
 
 // Lane sums of 16 vectors, transposed: the sum of a[i]'s lanes lands in lane
 // (i % 4) * 4 + i / 4. Each level adds pairs of half-vectors, halving the
@@ -45,8 +62,8 @@ inline __m512 laneSums16(const __m512* a) {
 // apart at rows). The dot of query u with key r accumulates in acc[r * 4 + u],
 // so laneSums16 leaves query u's Keys scores in lanes 4u .. 4u + Keys - 1.
 // `ahead`, when set, is requested line by line beside the key rows' loads.
-template <int Queries, int Keys>
-inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t kStride, const float* ahead) {
+template <int Queries, int Keys, class T>
+inline __m512 scoresTile(const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
   const int64_t whole = d / 16 * 16;
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -57,8 +74,8 @@ inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
     for (int u = 0; u < Queries; ++u) qv[u] = _mm512_loadu_ps(q + u * d + e);
 #pragma GCC unroll 4
     for (int r = 0; r < Keys; ++r) {
-      if (ahead) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * kStride + e), _MM_HINT_T1);
-      const __m512 kv = _mm512_loadu_ps(rows + r * kStride + e);
+      if (ahead && startsLine<T>(e)) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * kStride + e), _MM_HINT_T1);
+      const __m512 kv = load16(rows + r * kStride + e);
 #pragma GCC unroll 4
       for (int u = 0; u < Queries; ++u) acc[r * 4 + u] = _mm512_fmadd_ps(qv[u], kv, acc[r * 4 + u]);
     }
@@ -69,7 +86,7 @@ inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
     for (int u = 0; u < Queries; ++u) qv[u] = _mm512_maskz_loadu_ps(tail, q + u * d + whole);
 #pragma GCC unroll 4
     for (int r = 0; r < Keys; ++r) {
-      const __m512 kv = _mm512_maskz_loadu_ps(tail, rows + r * kStride + whole);
+      const __m512 kv = load16(tail, rows + r * kStride + whole);
 #pragma GCC unroll 4
       for (int u = 0; u < Queries; ++u) acc[r * 4 + u] = _mm512_fmadd_ps(qv[u], kv, acc[r * 4 + u]);
     }
@@ -77,22 +94,21 @@ inline __m512 scoresTile(const float* q, int64_t d, const float* rows, int64_t k
   return laneSums16(acc);
 }
 
-template <int Queries>
-inline __m512 scoresTileKeys(int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
-                             const float* ahead) {
+template <int Queries, class T>
+inline __m512 scoresTileKeys(int keys, const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
   switch (keys) {
-    case 1: return scoresTile<Queries, 1>(q, d, rows, kStride, nullptr);
-    case 2: return scoresTile<Queries, 2>(q, d, rows, kStride, nullptr);
-    case 3: return scoresTile<Queries, 3>(q, d, rows, kStride, nullptr);
-    default: return scoresTile<Queries, 4>(q, d, rows, kStride, ahead);
+    case 1: return scoresTile<Queries, 1, T>(q, d, rows, kStride, nullptr);
+    case 2: return scoresTile<Queries, 2, T>(q, d, rows, kStride, nullptr);
+    case 3: return scoresTile<Queries, 3, T>(q, d, rows, kStride, nullptr);
+    default: return scoresTile<Queries, 4, T>(q, d, rows, kStride, ahead);
   }
 }
 
 // acc rows u < Queries (accStride apart) += w[u * n + j] * row j of `keys` V
 // rows, over floats [e0, e0 + 64) of each (masked past dv).
-template <int Queries>
-inline void accumulateChunk(const float* w, int64_t n, const float* rows, int64_t vStride, int64_t keys, int64_t e0,
-                            int64_t dv, float* acc, int64_t accStride, const float* ahead) {
+template <int Queries, class T>
+inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
+                            int64_t dv, float* acc, int64_t accStride, const T* ahead) {
   __mmask16 m[4];
   __m512 t[Queries][4];
 #pragma GCC unroll 4
@@ -102,13 +118,14 @@ inline void accumulateChunk(const float* w, int64_t n, const float* rows, int64_
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) t[u][i] = _mm512_maskz_loadu_ps(m[i], acc + u * accStride + e0 + 16 * i);
   for (int64_t j = 0; j < keys; ++j) {
-    const float* row = rows + j * vStride + e0;
+    const T* row = rows + j * vStride + e0;
     if (ahead)
       for (int i = 0; i < 4 && e0 + 16 * i < dv; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + j * vStride + e0 + 16 * i), _MM_HINT_T1);
+        if (startsLine<T>(16 * i))
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + j * vStride + e0 + 16 * i), _MM_HINT_T1);
     __m512 vv[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) vv[i] = _mm512_maskz_loadu_ps(m[i], row + 16 * i);
+    for (int i = 0; i < 4; ++i) vv[i] = load16(m[i], row + 16 * i);
 #pragma GCC unroll 4
     for (int u = 0; u < Queries; ++u) {
       const __m512 wv = _mm512_set1_ps(w[u * n + j]);
@@ -126,10 +143,11 @@ struct Avx512Tiles {
   static constexpr int kKeys = 4;
   static constexpr int64_t kChunk = 64;
 
-  static void scores(int tq, int keys, const float* q, int64_t d, const float* rows, int64_t kStride,
-                     const float* ahead, float scale, float* s, int64_t n) {
+  template <class T>
+  static void scores(int tq, int keys, const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead,
+                     float scale, float* s, int64_t n) {
     __m512 sums = decode::withTileQueries(tq, [&](auto queries) {
-      return scoresTileKeys<decltype(queries)::value>(keys, q, d, rows, kStride, ahead);
+      return scoresTileKeys<decltype(queries)::value, T>(keys, q, d, rows, kStride, ahead);
     });
     sums = _mm512_mul_ps(_mm512_set1_ps(scale), sums);
     // Query u's scores sit in lanes 4u..4u+3: each quarter is broadcast to the low lanes and stored.
@@ -140,21 +158,22 @@ struct Avx512Tiles {
     if (tq > 3) _mm512_mask_storeu_ps(s + 3 * n, lanes, _mm512_shuffle_f32x4(sums, sums, 0xFF));
   }
 
-  static void accumulate(int tq, const float* w, int64_t n, const float* rows, int64_t vStride, int64_t keys,
-                         int64_t e0, int64_t dv, float* acc, int64_t accStride, const float* ahead) {
+  template <class T>
+  static void accumulate(int tq, const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
+                         int64_t dv, float* acc, int64_t accStride, const T* ahead) {
     decode::withTileQueries(tq, [&](auto queries) {
-      accumulateChunk<decltype(queries)::value>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+      accumulateChunk<decltype(queries)::value, T>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
     });
   }
 
   // A blocked key's row may hold anything, so it is not read.
-  static void accumulateSparse(const float* w, const float* rows, int64_t vStride, int64_t keys, int64_t dv,
-                               float* a) {
+  template <class T>
+  static void accumulateSparse(const float* w, const T* rows, int64_t vStride, int64_t keys, int64_t dv, float* a) {
     for (int64_t e0 = 0; e0 < dv; e0 += 16) {
       const __mmask16 m = lowLanes(dv - e0);
       __m512 t = _mm512_maskz_loadu_ps(m, a + e0);
       for (int64_t j = 0; j < keys; ++j)
-        if (w[j] != 0.0f) t = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_maskz_loadu_ps(m, rows + j * vStride + e0), t);
+        if (w[j] != 0.0f) t = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), load16(m, rows + j * vStride + e0), t);
       _mm512_mask_storeu_ps(a + e0, m, t);
     }
   }
@@ -179,6 +198,16 @@ void decodeScoresAvx512(const float* q, int64_t queries, int64_t d, const float*
 
 void decodeAccumulateAvx512(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
                             float* acc, int64_t accStride) {
+  decode::accumulate<Avx512Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
+}
+
+void decodeScoresBf16Avx512(const float* q, int64_t queries, int64_t d, const uint16_t* k, int64_t kStride, int64_t n,
+                            float scale, float* s) {
+  decode::scores<Avx512Tiles>(q, queries, d, k, kStride, n, scale, s);
+}
+
+void decodeAccumulateBf16Avx512(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
+                                int64_t dv, float* acc, int64_t accStride) {
   decode::accumulate<Avx512Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "bf16.h"
 #include "exp2_poly.h"
 #include "decode_avx2.h"
 #include "exp_poly.h"
@@ -26,6 +27,8 @@
 #define MHSA_LAYER_NORM_ROW ::mhsa::layerNormRowAvx2
 #define MHSA_DECODE_SCORES ::mhsa::decodeScoresAvx2
 #define MHSA_DECODE_ACCUMULATE ::mhsa::decodeAccumulateAvx2
+#define MHSA_DECODE_SCORES_BF16 ::mhsa::decodeScoresBf16Avx2
+#define MHSA_DECODE_ACCUMULATE_BF16 ::mhsa::decodeAccumulateBf16Avx2
 #define MHSA_MR 6
 #define MHSA_NR 16
 #define MHSA_GEMM_A_IN_PLACE true

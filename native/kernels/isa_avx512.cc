@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "bf16.h"
 #include "exp2_poly.h"
 #include "exp_poly.h"
 #include "kernel_table.h"
@@ -26,6 +27,8 @@
 #define MHSA_LAYER_NORM_ROW ::mhsa::layerNormRowAvx512
 #define MHSA_DECODE_SCORES ::mhsa::decodeScoresAvx512
 #define MHSA_DECODE_ACCUMULATE ::mhsa::decodeAccumulateAvx512
+#define MHSA_DECODE_SCORES_BF16 ::mhsa::decodeScoresBf16Avx512
+#define MHSA_DECODE_ACCUMULATE_BF16 ::mhsa::decodeAccumulateBf16Avx512
 #define MHSA_ATTENTION_KV_IN_PLACE true
 #define MHSA_GEMM_A_IN_PLACE true
 #define MHSA_MR 12

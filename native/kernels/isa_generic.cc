@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "bf16.h"
 #include "exp2_poly.h"
 #include "exp_poly.h"
 #include "kernel_table.h"

@@ -128,6 +128,13 @@ struct KernelTable {
                        float scale, float* s);
   void (*decodeAccumulate)(const float* p, int64_t queries, int64_t n, const float* v, int64_t vStride, int64_t dv,
                            float* acc, int64_t accStride);
+  // The same over bf16 K and V rows (a bf16 KV cache), each element widened
+  // exactly as it is loaded: the sums are those of the float kernels over the
+  // widened rows.
+  void (*decodeScoresBf16)(const float* q, int64_t queries, int64_t d, const uint16_t* k, int64_t kStride, int64_t n,
+                           float scale, float* s);
+  void (*decodeAccumulateBf16)(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
+                               int64_t dv, float* acc, int64_t accStride);
 
   // One LayerNorm row (PyTorch's: biased variance, eps inside the root):
   // y = (x - mean) / sqrt(var + eps) * weight + bias, weight and bias may be

@@ -18,6 +18,7 @@ enum class ScratchSlot {
   AttentionPackQ,
   AttentionAcc,
   AttentionRow,
+  AttentionWidenKV,
   SoftmaxRow,
   Bf16ARow,
   Count

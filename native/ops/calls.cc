@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
+#include "../kernels/bf16.h"
 #include "../kernels/gemm_bf16.h"
 #include "../kernels/layernorm.h"
 #include "../runtime/thread_pool.h"
@@ -213,11 +215,20 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   args.maskLength = mask.length;
   args.keyPaddingLength = keyPadding.length;
   args.weightsLength = weights.length;
+  // k and v are both bf16 (a bf16 KV cache) or both float; everything else is float.
+  for (const auto& kv : {std::pair<const char*, const BufferArg*>{"k", &k}, {"v", &v}})
+    if (kv.second->bf16 != f.kvBf16)
+      return Status::typeError(std::string("attention: ") + kv.first +
+                               (f.kvBf16 ? " must be a Uint16Array of bf16 values (kvBf16)" : " must be a Float32Array"));
+  for (const auto& in : {std::pair<const char*, const BufferArg*>{"q", &q}, {"out", &out}, {"mask", &mask},
+                         {"weights", &weights}, {"sinks", &sinks}})
+    if (in.second->bf16) return Status::typeError(std::string("attention: ") + in.first + " must be a Float32Array");
   AttentionProblem& p = call->problem;
   MHSA_RETURN_IF_ERROR(planAttention(args, &p));
   // out and weights are written; neither may overlap anything else.
   const struct { const char* name; const BufferArg* buf; int64_t elementBytes; } inputs[] = {
-      {"q", &q, 4}, {"k", &k, 4}, {"v", &v, 4}, {"mask", &mask, 4}, {"keyPaddingMask", &keyPadding, 1},
+      {"q", &q, 4}, {"k", &k, k.elementBytes()}, {"v", &v, v.elementBytes()}, {"mask", &mask, 4},
+      {"keyPaddingMask", &keyPadding, 1},
       {"sinks", &sinks, 4}, {"keyLengths", &keyLengths, 4}};
   for (const auto& in : inputs) {
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, in.name, *in.buf, in.elementBytes, false));
@@ -237,8 +248,11 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
     call->keyLengths.assign(lengths, lengths + p.batch);
   }
   p.q.data = q.floats();
-  p.k.data = k.floats();
-  p.v.data = v.floats();
+  p.kvBf16 = f.kvBf16;
+  p.k.data = f.kvBf16 ? nullptr : k.floats();
+  p.v.data = f.kvBf16 ? nullptr : v.floats();
+  p.kBf16 = f.kvBf16 ? k.halves() : nullptr;
+  p.vBf16 = f.kvBf16 ? v.halves() : nullptr;
   p.out = out.mutableFloats();
   p.mask = mask.present ? mask.floats() : nullptr;
   p.keyPadding = keyPadding.present ? static_cast<const uint8_t*>(keyPadding.data) : nullptr;
@@ -252,6 +266,48 @@ void runCall(const AttentionCall& call) {
   AttentionProblem p = call.problem;
   p.keyLengths = call.keyLengths.empty() ? nullptr : call.keyLengths.data();
   attentionForward(p);
+}
+
+Status prepareCastBf16(const Descriptor& desc, const BufferArg& src, const BufferArg& out, CastBf16Call* call) {
+  const char* fn = "castBf16";
+  DescriptorReader r(desc.data, desc.length, fn);
+  CastBf16Fields f;
+  f.read(r);
+  MHSA_RETURN_IF_ERROR(r.finish());
+  if (src.bf16) return Status::typeError("castBf16: src must be a Float32Array");
+  if (!out.bf16) return Status::typeError("castBf16: out must be a Uint16Array");
+  const struct { const char* name; double value; int64_t* field; } counts[] = {
+      {"rows", f.rows, &call->rows},
+      {"width", f.width, &call->width},
+      {"src.rowStride", f.srcRowStride, &call->srcRowStride},
+      {"out.rowStride", f.outRowStride, &call->outRowStride}};
+  for (const auto& c : counts) {
+    if (!(c.value >= 0 && c.value < static_cast<double>(kMaxElements)) || c.value != std::floor(c.value))
+      return Status::rangeError(std::string(fn) + ": " + c.name + " must be an integer in [0, 2^32), received " +
+                                std::to_string(c.value));
+    *c.field = static_cast<int64_t>(c.value);
+  }
+  const int64_t rows = call->rows, width = call->width;
+  if (rows > 1 && (width > call->srcRowStride || width > call->outRowStride))
+    return Status::rangeError("castBf16: rows of width " + std::to_string(width) + " must fit their row strides");
+  // The element just past each view's last row; 0 when empty.
+  auto span = [&](int64_t stride) { return rows == 0 || width == 0 ? 0 : addSat(mulSat(rows - 1, stride), width); };
+  if (src.length < span(call->srcRowStride) || out.length < span(call->outRowStride))
+    return Status::rangeError("castBf16: src must hold " + std::to_string(span(call->srcRowStride)) +
+                              " floats and out " + std::to_string(span(call->outRowStride)) + " values, received " +
+                              std::to_string(src.length) + " and " + std::to_string(out.length));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 2, "src", src, 4, false));
+  call->src = src.floats();
+  call->out = static_cast<uint16_t*>(const_cast<void*>(out.data));
+  return Status::success();
+}
+
+void runCall(const CastBf16Call& call) {
+  for (int64_t i = 0; i < call.rows; ++i) {
+    const float* s = call.src + i * call.srcRowStride;
+    uint16_t* o = call.out + i * call.outRowStride;
+    for (int64_t e = 0; e < call.width; ++e) o[e] = floatToBf16(s[e]);
+  }
 }
 
 Status prepareLayerNorm(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& weight,

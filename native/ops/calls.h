@@ -132,6 +132,18 @@ Status prepareRope(const Descriptor& desc, const BufferArg& x, const BufferArg& 
                    RopeCall* call);
 void runCall(const RopeCall& call);
 
+// castBf16(src, out): rows x width floats of src (rows src.rowStride apart)
+// rounded to nearest-even bf16 into out (rows out.rowStride apart), as
+// torch's .to(torch.bfloat16) rounds: a bf16 KV cache's append. src and out
+// must not overlap.
+struct CastBf16Call {
+  const float* src = nullptr;
+  uint16_t* out = nullptr;
+  int64_t rows = 0, width = 0, srcRowStride = 0, outRowStride = 0;
+};
+Status prepareCastBf16(const Descriptor& desc, const BufferArg& src, const BufferArg& out, CastBf16Call* call);
+void runCall(const CastBf16Call& call);
+
 // RangeError unless out's bytes are disjoint from in's (or, when allowSame,
 // exactly the same view). Absent or empty buffers never overlap.
 Status checkNoOverlap(const char* fn, const char* outName, const BufferArg& out, int64_t outElementBytes,

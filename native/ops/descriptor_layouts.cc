@@ -15,6 +15,7 @@ constexpr DescriptorFieldInfo kLayerNorm[] = {MHSA_LAYER_NORM_FIELDS(MHSA_FIELD_
 constexpr DescriptorFieldInfo kPackedSize[] = {MHSA_PACKED_SIZE_FIELDS(MHSA_FIELD_INFO)};
 constexpr DescriptorFieldInfo kPackMatrix[] = {MHSA_PACK_MATRIX_FIELDS(MHSA_FIELD_INFO)};
 constexpr DescriptorFieldInfo kRope[] = {MHSA_ROPE_FIELDS(MHSA_FIELD_INFO)};
+constexpr DescriptorFieldInfo kCastBf16[] = {MHSA_CAST_BF16_FIELDS(MHSA_FIELD_INFO)};
 
 #undef MHSA_FIELD_INFO
 
@@ -32,6 +33,7 @@ constexpr DescriptorLayoutInfo kLayouts[] = {
     {"packedSize", kPackedSize, countOf(kPackedSize), nullptr, 0},
     {"packMatrix", kPackMatrix, countOf(kPackMatrix), nullptr, 0},
     {"rope", kRope, countOf(kRope), nullptr, 0},
+    {"castBf16", kCastBf16, countOf(kCastBf16), nullptr, 0},
 };
 
 }  // namespace

@@ -26,7 +26,7 @@
   X(number, layout, "layout") X(shape, q, "q.shape") X(shape, k, "k.shape") X(shape, v, "v.shape")   \
   X(shape, out, "out.shape") X(flag, hasScale, "hasScale") X(number, scale, "scale")                 \
   X(flag, causal, "causal") X(shape, mask, "mask.shape") X(number, softcap, "softcap")                \
-  X(number, windowLeft, "window.left") X(number, windowRight, "window.right")
+  X(number, windowLeft, "window.left") X(number, windowRight, "window.right") X(flag, kvBf16, "kvBf16")
 
 // Optional, all or none: the strides in floats of axes 0-2 of q, k and v, in
 // the layout's shape order (views of the block's fused QKV or of a KV cache,
@@ -49,6 +49,12 @@
   X(number, layout, "layout") X(shape, x, "x.shape") X(shape, out, "out.shape")                       \
   X(number, rotaryDim, "rotaryDim") X(number, theta, "theta") X(flag, interleaved, "interleaved")     \
   X(number, offset, "offset") X(shape, positions, "positions.shape")
+
+// rows x width floats, rows srcRowStride apart, rounded to bf16 into rows
+// outRowStride apart (a bf16 KV cache's append).
+#define MHSA_CAST_BF16_FIELDS(X)                                                                      \
+  X(number, rows, "rows") X(number, width, "width") X(number, srcRowStride, "src.rowStride")          \
+  X(number, outRowStride, "out.rowStride")
 
 namespace mhsa {
 
@@ -77,6 +83,7 @@ MHSA_DESCRIPTOR_STRUCT(LayerNormFields, MHSA_LAYER_NORM_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(PackedSizeFields, MHSA_PACKED_SIZE_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(PackMatrixFields, MHSA_PACK_MATRIX_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(RopeFields, MHSA_ROPE_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(CastBf16Fields, MHSA_CAST_BF16_FIELDS)
 
 #undef MHSA_DESCRIPTOR_STRUCT
 #undef MHSA_DESCRIPTOR_READ

@@ -2,7 +2,10 @@
 // every layout, causal, masks, key padding, GQA, a different V head dim,
 // returned weights, and key counts beyond one online-softmax block.
 #include <algorithm>
+#include <cstring>
 #include <string>
+
+#include "../kernels/bf16.h"
 
 #include "check.h"
 #include "support.h"
@@ -22,6 +25,7 @@ struct Case {
   // keyLengths: entry 0 has every key, entry 1 none, the others a random count;
   // the keys past an entry's length are NaN, so reading one shows.
   bool ragged = false;
+  bool bf16 = false;  // k and v in bf16 (kvBf16); the reference uses the same rounded values
 };
 
 std::string describe(const Case& c) {
@@ -33,7 +37,7 @@ std::string describe(const Case& c) {
          (c.windowLeft >= 0 || c.windowRight >= 0
               ? " window " + std::to_string(c.windowLeft) + "," + std::to_string(c.windowRight)
               : "") +
-         (c.sinks ? " sinks" : "") + (c.ragged ? " keyLengths" : "") + " seed " +
+         (c.sinks ? " sinks" : "") + (c.ragged ? " keyLengths" : "") + (c.bf16 ? " bf16" : "") + " seed " +
          std::to_string(testSeed());
 }
 
@@ -67,6 +71,19 @@ void runCase(const Case& c, std::mt19937_64& rng) {
           for (int64_t e = 0; e < c.dimV; ++e) v[at(c.layout, vs, b, g, j, e)] = NAN;
         }
     }
+  std::vector<uint16_t> kHalves, vHalves;
+  if (c.bf16) {
+    for (auto* x : {&k, &v})
+      for (float& e : *x) e = roundToBf16(e);
+    for (float e : k) kHalves.push_back(floatToBf16(e));
+    for (float e : v) vHalves.push_back(floatToBf16(e));
+  }
+  auto kvArg = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
+    if (!c.bf16) return buf(f);
+    BufferArg a{h.data(), static_cast<int64_t>(h.size()), true};
+    a.bf16 = true;
+    return a;
+  };
   // Mask [seqQ, seqKV], broadcast over batch and heads; some -inf entries.
   std::vector<float> mask = randomFloats(rng, c.seqQ * c.seqKV, -3, 1);
   for (size_t i = 0; i < mask.size(); i += 7) mask[i] = -INFINITY;
@@ -79,9 +96,10 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   d.number(c.layout).shape(qs).shape(ks).shape(vs).shape(os).flag(false).number(0).flag(c.causal);
   d.shape(c.mask ? Shape{c.seqQ, c.seqKV} : Shape{});
   d.number(c.softcap).number(static_cast<double>(c.windowLeft)).number(static_cast<double>(c.windowRight));
+  d.flag(c.bf16);
   const auto sinks = randomFloats(rng, c.heads, -1, 3);
   AttentionCall call;
-  const Status st = prepareAttention(d.done(), buf(q), buf(k), buf(v), buf(out), c.mask ? buf(mask) : none(),
+  const Status st = prepareAttention(d.done(), buf(q), kvArg(k, kHalves), kvArg(v, vHalves), buf(out), c.mask ? buf(mask) : none(),
                                      c.padding ? bytes(pad) : none(), c.weights ? buf(weights) : none(),
                                      c.sinks ? buf(sinks) : none(),
                                      c.ragged ? BufferArg{lengths.data(), c.batch, true} : none(), &call);
@@ -260,7 +278,7 @@ void runFusedQkv(int64_t B, int64_t H, int64_t S, int64_t D, bool causal, bool w
   auto wExpected = poisoned(B * H * S * S), wGot = poisoned(B * H * S * S);
   DescBuilder plain;
   plain.number(1).shape(s4).shape(s4).shape(s4).shape(s4).flag(false).number(0).flag(causal).shape({});
-  plain.number(0).number(-1).number(-1);
+  plain.number(0).number(-1).number(-1).flag(false);
   DescBuilder strided = plain;
   for (int t = 0; t < 3; ++t)  // [batch, seq, heads] strides of each view
     strided.number(static_cast<double>(S * stride)).number(static_cast<double>(stride)).number(static_cast<double>(D));
@@ -294,11 +312,23 @@ namespace {
 // Views of a KV cache's storage [batch, heads, maxLength, dim] holding
 // `length` positions: batch and head strides over maxLength rows give exactly
 // what contiguous copies give, on the decode path and the tiled one.
+// With bf16, the storage holds bf16 values and the contiguous copies their
+// widened floats: the decode path (Sq <= 4) must give the same bits, the tiled
+// path (packing from widened rows, where float may read in place) the same
+// values to rounding.
 void runCacheView(int64_t B, int64_t Hkv, int64_t groups, int64_t Sq, int64_t length, int64_t maxLength, int64_t D,
-                  std::mt19937_64& rng) {
+                  std::mt19937_64& rng, bool bf16 = false) {
   const int64_t H = Hkv * groups;
-  const auto storageK = randomFloats(rng, B * Hkv * maxLength * D, -2, 2);
-  const auto storageV = randomFloats(rng, B * Hkv * maxLength * D);
+  auto storageK = randomFloats(rng, B * Hkv * maxLength * D, -2, 2);
+  auto storageV = randomFloats(rng, B * Hkv * maxLength * D);
+  std::vector<uint16_t> halvesK, halvesV;
+  if (bf16)
+    for (int64_t i = 0; i < static_cast<int64_t>(storageK.size()); ++i) {
+      halvesK.push_back(floatToBf16(storageK[i]));
+      halvesV.push_back(floatToBf16(storageV[i]));
+      storageK[i] = bf16ToFloat(halvesK[i]);
+      storageV[i] = bf16ToFloat(halvesV[i]);
+    }
   std::vector<float> k(B * Hkv * length * D), v(k.size());
   for (int64_t bh = 0; bh < B * Hkv; ++bh)
     for (int64_t e = 0; e < length * D; ++e) {
@@ -310,23 +340,38 @@ void runCacheView(int64_t B, int64_t Hkv, int64_t groups, int64_t Sq, int64_t le
   auto expected = poisoned(q.size()), got = poisoned(q.size());
   DescBuilder plain;
   plain.number(0).shape(qs).shape(kvs).shape(kvs).shape(qs).flag(false).number(0).flag(true).shape({});
-  plain.number(0).number(-1).number(-1);
-  DescBuilder strided = plain;
+  plain.number(0).number(-1).number(-1).flag(false);
+  DescBuilder strided;
+  strided.number(0).shape(qs).shape(kvs).shape(kvs).shape(qs).flag(false).number(0).flag(true).shape({});
+  strided.number(0).number(-1).number(-1).flag(bf16);
   strided.number(static_cast<double>(H * Sq * D)).number(static_cast<double>(Sq * D)).number(static_cast<double>(D));
   for (int t = 0; t < 2; ++t)
     strided.number(static_cast<double>(Hkv * maxLength * D)).number(static_cast<double>(maxLength * D))
         .number(static_cast<double>(D));
   const int64_t span = (B * Hkv - 1) * maxLength * D + length * D;
+  BufferArg storedK{storageK.data(), span, true}, storedV{storageV.data(), span, true};
+  if (bf16) {
+    storedK = {halvesK.data(), span, true, true};
+    storedV = {halvesV.data(), span, true, true};
+  }
   AttentionCall a, b;
   CHECK(prepareAttention(plain.done(), buf(q), buf(k), buf(v), buf(expected), none(), none(), none(), none(), &a).ok());
-  const Status st = prepareAttention(strided.done(), buf(q), BufferArg{storageK.data(), span, true},
-                                     BufferArg{storageV.data(), span, true}, buf(got), none(), none(), none(), none(), &b);
+  const Status st = prepareAttention(strided.done(), buf(q), storedK, storedV, buf(got), none(), none(), none(), none(), &b);
   CHECK_MSG(st.ok(), st.message);
   if (!st.ok()) return;
   runCall(a);
   runCall(b);
-  CHECK_MSG(std::equal(expected.begin(), expected.end(), got.begin()),
-            "cache-view strides change the output, Sq" + std::to_string(Sq) + " length " + std::to_string(length));
+  const std::string what = std::string(bf16 ? "bf16 " : "") + "cache-view strides change the output, Sq" +
+                           std::to_string(Sq) + " length " + std::to_string(length) + " D" + std::to_string(D);
+  if (bf16 && Sq > kAttentionDecodeMaxQueries) {
+    const std::vector<double> ref(expected.begin(), expected.end());
+    const double err = relativeError(got, ref);
+    CHECK_MSG(err < 1e-6, what + ": relative error " + std::to_string(err));
+  } else {
+    CHECK_MSG(std::equal(expected.begin(), expected.end(), got.begin(), [](float x, float y) {
+                return std::memcmp(&x, &y, sizeof x) == 0;
+              }), what);
+  }
 }
 
 }  // namespace
@@ -339,6 +384,62 @@ TEST(attention_cache_view_strides) {
   runCacheView(1, 3, 1, 1, 1, 5, 8, rng);
 }
 
+// bf16 keys and values (kvBf16): against float64 over the same rounded values
+// on both paths, each layout and the options, with the head sizes off every
+// vector width (the tails of the widening loads); and a bf16 cache's views
+// giving the bits that float copies of its values give.
+TEST(attention_bf16_keys_and_values) {
+  std::mt19937_64 rng(testSeed() + 17);
+  auto run = [&](Case c) {
+    c.bf16 = true;
+    runCase(c, rng);
+  };
+  const int64_t dims[][2] = {{1, 1}, {3, 3}, {17, 17}, {63, 65}, {128, 80}, {197, 197}};
+  for (int64_t groups : {1, 3, 5, 9})
+    for (int64_t seqKV : {1, 3, 65, 1000})
+      for (const auto& d : dims) run({0, 1, groups, 1, 1, seqKV, d[0], d[1], groups % 2 == 0, groups == 5, false, false});
+  for (int layout = 0; layout < 3; ++layout)
+    for (int64_t sq : {1, 4, 17, 197})
+      run({layout, 2, 4, 2, sq, 197, 17, 24, true, false, false, true});
+  run({1, 2, 4, 2, 17, 197, 32, 48, true, true, true, true});
+  run({0, 1, 2, 2, 97, 1601, 64, 64, false, true, true, false});  // several key blocks
+  Case gen{0, 2, 8, 2, 3, 1001, 64, 64, true, false, false, true};
+  gen.softcap = 20;
+  gen.windowLeft = 300;
+  gen.sinks = true;
+  gen.ragged = true;
+  run(gen);
+  gen.seqQ = 65;
+  run(gen);
+  for (int64_t sq : {1, 3, 65}) {
+    runCacheView(1, 2, 4, sq, 17, 64, 32, rng, true);
+    runCacheView(2, 2, 2, sq, 1000, 1100, 64, rng, true);
+    runCacheView(1, 3, 1, sq, 197, 200, 17, rng, true);
+  }
+}
+
+TEST(attention_bf16_buffer_types_rejected) {
+  std::vector<float> x(24, 1.0f);
+  std::vector<uint16_t> h(24, 0x3F80);
+  auto out = poisoned(24);
+  const Shape s{1, 2, 4, 3};
+  auto attempt = [&](bool flag, bool kHalf, bool vHalf, bool qHalf) {
+    DescBuilder d;
+    d.number(0).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
+    d.number(0).number(-1).number(-1).flag(flag);
+    auto arg = [&](bool half) { return half ? BufferArg{h.data(), 24, true, true} : buf(x); };
+    AttentionCall call;
+    return prepareAttention(d.done(), arg(qHalf), arg(kHalf), arg(vHalf), buf(out), none(), none(), none(), none(), &call);
+  };
+  CHECK(attempt(true, true, true, false).ok());
+  CHECK(attempt(false, false, false, false).ok());
+  for (const Status& st : {attempt(true, false, true, false), attempt(true, true, false, false),
+                           attempt(false, true, true, false), attempt(true, true, true, true)}) {
+    CHECK(!st.ok() && st.kind == Status::Kind::Type);
+  }
+  CHECK(std::all_of(out.begin(), out.end(), [](float y) { return std::isnan(y); }));
+}
+
 TEST(attention_strides_rejected) {
   const Shape s4{1, 4, 2, 3};  // bshd, row = 6 floats; contiguous strides [24, 6, 3]
   std::vector<float> big(200, 1.0f);
@@ -347,7 +448,7 @@ TEST(attention_strides_rejected) {
     DescBuilder d;
     const Shape s = layout == 1 ? s4 : Shape{1, 2, 4, 3};
     d.number(layout).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(0).number(-1).number(-1);
+    d.number(0).number(-1).number(-1).flag(false);
     d.number(s0).number(s1).number(s2);
     for (int t = 0; t < 2; ++t) d.number(layout == 1 ? 24 : 24).number(layout == 1 ? 6 : 12).number(3);
     AttentionCall call;
@@ -369,7 +470,7 @@ TEST(attention_strides_rejected) {
   auto huge = [&](const Shape& s, double stride, int64_t length) {
     DescBuilder d;
     d.number(1).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(0).number(-1).number(-1);
+    d.number(0).number(-1).number(-1).flag(false);
     for (int t = 0; t < 3; ++t) d.number(stride).number(stride).number(stride);
     AttentionCall call;
     const BufferArg x{big.data(), length, true};
@@ -386,7 +487,7 @@ TEST(attention_strides_rejected) {
     std::vector<float> vData = {3.5f}, o = poisoned(1200);
     DescBuilder d;
     d.number(1).shape({1, 1200, 1, 0}).shape({1, 1, 1, 0}).shape({1, 1, 1, 1}).shape({1, 1200, 1, 1});
-    d.flag(false).number(0).flag(false).shape({}).number(0).number(-1).number(-1);
+    d.flag(false).number(0).flag(false).shape({}).number(0).number(-1).number(-1).flag(false);
     d.number(9007199254740991.0).number(9007199254740991.0).number(9007199254740991.0);
     d.number(0).number(0).number(0).number(1).number(1).number(1);
     AttentionCall call;
@@ -405,7 +506,7 @@ TEST(attention_generation_options_rejected) {
     DescBuilder d;
     const Shape s{1, 2, 4, 3};
     d.number(0).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(softcap).number(left).number(right);
+    d.number(softcap).number(left).number(right).flag(false);
     AttentionCall call;
     return prepareAttention(d.done(), buf(x), buf(x), buf(x), buf(out), none(), none(), none(),
                             sinkCount < 0 ? none() : BufferArg{sinks.data(), sinkCount, true}, &call);

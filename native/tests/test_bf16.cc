@@ -1,6 +1,7 @@
 // The bf16 GEMM (gemm_bf16.h) on every path this CPU runs (AMX,
 // AVX512_BF16, the widening fallback), against float64 over the same
 // bf16-rounded operands, on poisoned outputs; and the rounding itself.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -210,4 +211,55 @@ TEST(bf16_gemm_empty) {
     gemmBf16(p, path);
     CHECK_MSG(out[0] == 1 && out[5] == 3, pathName(path));
   }
+}
+
+// castBf16 (a bf16 KV cache's append): strided rows rounded as floatToBf16
+// rounds them, nothing written between or past the rows, and bad arguments
+// rejected before anything is written.
+TEST(bf16_cast_rows) {
+  std::mt19937_64 rng(testSeed() + 31);
+  for (int64_t rows : {1, 3, 17})
+    for (int64_t width : {1, 17, 65})
+      for (int64_t gap : {0, 5}) {
+        const int64_t srcStride = width + gap, outStride = width + 2 * gap;
+        auto src = randomFloats(rng, static_cast<size_t>((rows - 1) * srcStride + width), -3, 3);
+        src[0] = NAN;
+        std::vector<uint16_t> out(static_cast<size_t>((rows - 1) * outStride + width + 3), 0xFFFF);
+        DescBuilder d;
+        d.number(static_cast<double>(rows)).number(static_cast<double>(width)).number(static_cast<double>(srcStride));
+        d.number(static_cast<double>(outStride));
+        CastBf16Call call;
+        const Status st = prepareCastBf16(d.done(), buf(src), BufferArg{out.data(), static_cast<int64_t>(out.size()), true, true}, &call);
+        CHECK_MSG(st.ok(), st.message);
+        if (!st.ok()) continue;
+        runCall(call);
+        int wrong = 0;
+        for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+          const int64_t r = i / outStride, e = i % outStride;
+          const bool inRow = r < rows && e < width;
+          wrong += out[i] != (inRow ? floatToBf16(src[r * srcStride + e]) : 0xFFFF);
+        }
+        CHECK_MSG(wrong == 0, std::to_string(wrong) + " wrong values, rows " + std::to_string(rows) + " width " +
+                                  std::to_string(width) + " gap " + std::to_string(gap));
+      }
+  std::vector<float> src(16, 1.0f);
+  std::vector<uint16_t> out(16, 0xFFFF);
+  auto attempt = [&](double rows, double width, double srcStride, double outStride, BufferArg s, BufferArg o) {
+    DescBuilder d;
+    d.number(rows).number(width).number(srcStride).number(outStride);
+    CastBf16Call call;
+    return prepareCastBf16(d.done(), s, o, &call);
+  };
+  const BufferArg s16 = buf(src), o16{out.data(), 16, true, true};
+  CHECK(attempt(4, 4, 4, 4, s16, o16).ok());
+  CHECK(!attempt(5, 4, 4, 4, s16, o16).ok());          // past the end
+  CHECK(!attempt(2, 5, 4, 8, s16, o16).ok());          // rows wider than their stride
+  CHECK(!attempt(NAN, 1, 1, 1, s16, o16).ok());
+  CHECK(!attempt(1.5, 1, 1, 1, s16, o16).ok());
+  CHECK(!attempt(1, -1, 1, 1, s16, o16).ok());
+  CHECK(!attempt(1, 1, 1e300, 1, s16, o16).ok());
+  CHECK(!attempt(4, 4, 4, 4, o16, o16).ok());          // src in bf16
+  CHECK(!attempt(4, 4, 4, 4, s16, s16).ok());          // out in float
+  CHECK(!attempt(2, 4, 4, 4, s16, BufferArg{src.data(), 8, true, true}).ok());  // overlapping
+  CHECK(std::all_of(out.begin(), out.end(), [](uint16_t h) { return h == 0xFFFF; }));
 }

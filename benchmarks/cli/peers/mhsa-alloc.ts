@@ -9,7 +9,7 @@
  */
 import { attention, matmul, prepack, setNumThreads, softmax } from '../../../lib';
 import type { Inputs } from '../data';
-import { attentionExtras, blockClass, newBlock, newDecoder, t } from '../mhsa-impl';
+import { attentionExtras, blockClass, keysAndValues, newBlock, newDecoder, t } from '../mhsa-impl';
 import type { Problem } from '../workloads';
 import type { Impl, Prepared } from './types';
 
@@ -45,8 +45,7 @@ export const mhsaAllocImpl: Impl = {
     }
     if (p.kind === 'attention' && x.kind === 'attention') {
       const q = t(x.q, [p.B, p.H, p.Nq, p.d]);
-      const k = t(x.k, [p.B, p.Hkv ?? p.H, p.Nkv, p.d]);
-      const v = t(x.v, [p.B, p.Hkv ?? p.H, p.Nkv, p.d]);
+      const [k, v] = keysAndValues(p, x);
       const opts = { causal: p.causal, ...attentionExtras(p) };
       return { dispose, run: () => attention(q, k, v, opts).data };
     }
