@@ -15,7 +15,7 @@
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
- * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
+ * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -158,7 +158,10 @@ function workload() {
       burst,
       prepare(m) {
         const out = { data: new Float32Array(H * d), shape: [1, H, 1, d] };
-        return { out, run: () => m.attention(q, k, v, { causal: true, out }) };
+        if (process.env.AB_KV !== 'bf16') return { out, run: () => m.attention(q, k, v, { causal: true, out }) };
+        const cache = new m.KVCache({ batch: 1, kvHeads: Hkv, headDim: d, maxLength: L, dtype: 'bf16' });
+        cache.append(k, v);
+        return { out, run: () => m.attention(q, cache.keys, cache.values, { causal: true, out }) };
       },
     };
   }

@@ -8,9 +8,10 @@
  * Wo 4096 x 4096) and the cache's keys and values once: 201 MB at length
  * 4096. Each round measures the read bandwidth (the CLI's probe) and then
  * times steps (each followed by a truncate back), and prints the median step
- * over the time those bytes take at that bandwidth.
+ * over the time those bytes take at that bandwidth. With dtype bf16 the
+ * weights and the cache are bf16: 101 MB at length 4096.
  *
- *   node benchmarks/tools/block-decode.js [length = 4096] [rounds = 3] [threads = 2]
+ *   node benchmarks/tools/block-decode.js [length = 4096] [rounds = 3] [threads = 2] [dtype = float32 | bf16]
  */
 const path = require('node:path');
 const root = path.resolve(__dirname, '..', '..');
@@ -20,6 +21,7 @@ const { native } = require(path.join(root, 'dist', 'lib', 'native.js'));
 const length = Number(process.argv[2] ?? 4096);
 const rounds = Number(process.argv[3] ?? 3);
 const threads = Number(process.argv[4] ?? 2);
+const dtype = process.argv[5] ?? 'float32';
 m.setNumThreads(threads);
 const dim = 4096, heads = 32, kvHeads = 8, dimHead = 128;
 const rows = (heads + 2 * kvHeads) * dimHead;
@@ -29,14 +31,15 @@ const block = new m.MultiHeadSelfAttention({
   weights: { qkvWeight: m.tensor(values(rows * dim, 1), [rows, dim]), outWeight: m.tensor(values(dim * dim, 2), [dim, dim]) },
   norm: { type: 'rms', weight: m.tensor(new Float32Array(dim).fill(1), [dim]) },
   rope: { theta: 500000 },
+  dtype,
 });
-const cache = new m.KVCache({ batch: 1, kvHeads, headDim: dimHead, maxLength: length + 1 });
+const cache = new m.KVCache({ batch: 1, kvHeads, headDim: dimHead, maxLength: length + 1, dtype });
 const kv = m.tensor(values(kvHeads * length * dimHead, 3), [1, kvHeads, length, dimHead]);
 cache.append(kv, kv);
 const x = m.tensor(values(dim, 4), [1, 1, dim]);
-const bytes = (rows * dim + dim * dim + 2 * kvHeads * length * dimHead) * 4;
+const bytes = (rows * dim + dim * dim + 2 * kvHeads * length * dimHead) * (dtype === 'bf16' ? 2 : 4);
 
-console.log(`${block}, cache ${length} positions, ${threads} threads: ${(bytes / 1e6).toFixed(0)} MB per step`);
+console.log(`${block}, ${dtype} cache ${length} positions, ${threads} threads: ${(bytes / 1e6).toFixed(0)} MB per step`);
 for (let round = 0; round < rounds; round++) {
   const gbs = native.calibrate(threads, 1000, 512 * 1024 * 1024).gbs;
   const times = [];
