@@ -11,11 +11,14 @@
  *   node benchmarks/tools/ab-addons.js A.node B.node softmax [rows,cols=6144,512] [rounds=30] [burst=5]
  *   node benchmarks/tools/ab-addons.js A.node B.node layernorm [rows,cols=197,768] [rounds=30] [burst=5]
  *   node benchmarks/tools/ab-addons.js A.node B.node decode [heads,kvHeads,length,d=32,8,16384,128] [rounds=30] [burst=5]
+ *   node benchmarks/tools/ab-addons.js A.node B.node decoder [length=4096] [rounds=20] [burst=3]
  *
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
- * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
+ * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache.
+ * decoder: LLaMA-3-8B's attention layer (m_decode) taking one token against a KVCache of `length`
+ * positions, then truncated back; AB_DTYPE=bf16 its weights and cache in bf16. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -52,12 +55,12 @@ const os = require('node:os');
 const path = require('node:path');
 
 const [addonA, addonB, kind = 'block', ...rest] = process.argv.slice(2);
-if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax', 'layernorm', 'decode'].includes(kind)) {
-  console.error('usage: node benchmarks/tools/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm|decode [...]');
+if (!addonA || !addonB || !['block', 'attention', 'attention-bshd', 'matmul', 'softmax', 'layernorm', 'decode', 'decoder'].includes(kind)) {
+  console.error('usage: node benchmarks/tools/ab-addons.js A.node B.node block|attention|attention-bshd|matmul|softmax|layernorm|decode|decoder [...]');
   process.exit(2);
 }
 const root = path.resolve(__dirname, '..', '..');
-const nums = (['matmul', 'softmax', 'layernorm', 'decode'].includes(kind) ? rest.slice(1) : rest).map(Number);
+const nums = (['matmul', 'softmax', 'layernorm', 'decode', 'decoder'].includes(kind) ? rest.slice(1) : rest).map(Number);
 
 /** Loads lib/ from its own copy of dist/ with MHSA_ADDON pointing at `addon`. */
 function loadCopy(addon, tag) {
@@ -98,18 +101,19 @@ function workload() {
   }
   if (kind === 'matmul') {
     // A row-major product from JS, B unpacked (packed inside every call), or with AB_PREPACK=1
-    // prepacked once per build (as the block's weights are).
+    // prepacked once per build (as the block's weights are); AB_PREPACK=bf16 prepacked in bf16.
     const [M, K, N] = (rest[0] ?? '197,768,2304').split(',').map(Number);
     const [rounds = 30, burst = 5] = nums;
     const a = { data: rnd(M * K), shape: [M, K] }, b = { data: rnd(K * N), shape: [K, N] };
-    const prepacked = process.env.AB_PREPACK === '1';
+    const prepacked = process.env.AB_PREPACK === '1' || process.env.AB_PREPACK === 'bf16';
+    const dtype = process.env.AB_PREPACK === 'bf16' ? 'bf16' : 'float32';
     return {
-      label: `matmul ${M}x${K}x${N}${prepacked ? ' prepacked B' : ''}`,
+      label: `matmul ${M}x${K}x${N}${prepacked ? ` prepacked B (${dtype})` : ''}`,
       rounds,
       burst,
       prepare(m) {
         const out = { data: new Float32Array(M * N), shape: [M, N] };
-        const bb = prepacked ? m.prepack(b) : b;
+        const bb = prepacked ? m.prepack(b, { dtype }) : b;
         return { out, run: () => m.matmul(a, bb, { out }) };
       },
     };
@@ -143,6 +147,38 @@ function workload() {
       prepare(m) {
         const out = { data: new Float32Array(R * C), shape: [R, C] };
         return { out, run: () => m.layerNorm(x, { weight, bias, out }) };
+      },
+    };
+  }
+  if (kind === 'decoder') {
+    const L = Number(rest[0] ?? 4096);
+    const [rounds = 20, burst = 3] = nums;
+    const [dim, heads, kvHeads, dh] = [4096, 32, 8, 128];
+    const rows = (heads + 2 * kvHeads) * dh;
+    const dtype = process.env.AB_DTYPE ?? 'float32';
+    const weights = {
+      qkvWeight: { data: rnd(rows * dim, 0.04), shape: [rows, dim] },
+      outWeight: { data: rnd(dim * dim, 0.04), shape: [dim, dim] },
+    };
+    const past = { data: rnd(kvHeads * L * dh), shape: [1, kvHeads, L, dh] };
+    const x = { data: rnd(dim), shape: [1, 1, dim] };
+    return {
+      label: `decoder L${L} ${dtype}`,
+      rounds,
+      burst,
+      prepare(m) {
+        const norm = { type: 'rms', weight: { data: new Float32Array(dim).fill(1), shape: [dim] } };
+        const layer = new m.MultiHeadSelfAttention({ dim, heads, kvHeads, dimHead: dh, weights, norm, rope: { theta: 500000 }, dtype });
+        const cache = new m.KVCache({ batch: 1, kvHeads, headDim: dh, maxLength: L + 1, dtype });
+        cache.append(past, past);
+        const out = { data: new Float32Array(dim), shape: [1, 1, dim] };
+        return {
+          out,
+          run: () => {
+            layer.forward(x, { cache, causal: true, out });
+            cache.truncate(L);
+          },
+        };
       },
     };
   }

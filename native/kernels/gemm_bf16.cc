@@ -122,6 +122,47 @@ void convertABlock(const Bf16Kernels& kk, const GemmProblem& p, int64_t ic, int6
   for (int64_t r = r0; r < r1; ++r) kk.convertRows(aRow(p, ic + r, pc, kc, tmp), 0, 1, kc, kpad, dst + r * kpad);
 }
 
+// A product of at most one 32-row group (a decode step's projections):
+// memory-bound, it streams B once. A is converted for every depth block
+// first, then each thread runs its slivers through all the depth blocks in
+// one parallel region, rather than one region per depth block (a product of
+// depth 4096 met 16 barriers, each one a pause in the stream of B).
+void gemmBf16Narrow(const GemmProblem& p, const Bf16Kernels& kk, int threads) {
+  const int64_t kcb = gemmDepthBlock(p.k);
+  const int64_t width = roundUp(p.n, kBf16SliverColumns), slivers = width / kBf16SliverColumns;
+  const int64_t blocks = ceilDiv(p.k, kcb);
+  // Depth block t's 32 rows of A at t * blockSize (no block is deeper than kcb padded).
+  const int64_t blockSize = kBf16DepthStep * paddedDepth(kcb);
+  auto* a = reinterpret_cast<uint16_t*>(
+      scratchFloats(ScratchSlot::GemmPackA, static_cast<size_t>(ceilDiv(blocks * blockSize, 2))));
+  for (int64_t t = 0; t < blocks; ++t) {
+    const int64_t pc = t * kcb, kc = std::min(kcb, p.k - pc), kpad = paddedDepth(kc);
+    uint16_t* at = a + t * blockSize;
+    convertABlock(kk, p, 0, 0, p.m, pc, kc, kpad, at);
+    std::fill(at + p.m * kpad, at + kBf16DepthStep * kpad, uint16_t{0});
+  }
+  auto run = [&](int64_t t) {
+    const int64_t s0 = slivers * t / threads, s1 = slivers * (t + 1) / threads;
+    if (s0 >= s1) return;
+    kk.enter();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t pc = b * kcb, kpad = paddedDepth(std::min(kcb, p.k - pc));
+      const uint16_t* block = p.packedBBf16 + width * pc;
+      for (int64_t s = s0; s < s1; ++s) {
+        const int64_t j0 = s * kBf16SliverColumns;
+        kk.strip(kpad, a + b * blockSize, p.m, block + s * kpad * kBf16SliverColumns, p.out + j0,
+                 p.outRowStride, p.alpha, p.accumulate || pc > 0, static_cast<int>(std::min(kBf16SliverColumns, p.n - j0)),
+                 pc == 0 && p.bias ? p.bias + j0 : nullptr);
+      }
+    }
+    kk.leave();
+  };
+  if (threads == 1)
+    run(0);
+  else
+    parallelFor(threads, run);
+}
+
 // The whole product with bf16 kernels: per block of A rows and depth, A is
 // converted once into a shared buffer, then each thread runs its share of
 // (sliver, row part) units, sliver by sliver, so a B sliver (kpad x 32 bf16,
@@ -131,6 +172,10 @@ void gemmBf16Tiled(const GemmProblem& p, const Bf16Kernels& kk) {
   const int64_t kcb = gemmDepthBlock(p.k);
   const int64_t width = roundUp(p.n, kBf16SliverColumns), slivers = width / kBf16SliverColumns;
   const int threads = 2.0 * p.m * p.n * p.k < kGemmParallelMinFlops ? 1 : numThreads();
+  if (p.m <= kBf16DepthStep && slivers >= threads) {
+    gemmBf16Narrow(p, kk, threads);
+    return;
+  }
   for (int64_t ic = 0; ic < p.m; ic += kBf16RowBlock) {
     const int64_t mc = std::min(kBf16RowBlock, p.m - ic), mcPad = roundUp(mc, kBf16DepthStep);
     const int64_t groups = mcPad / kBf16DepthStep;  // 32-row groups

@@ -15,6 +15,10 @@ namespace mhsa {
 namespace {
 
 constexpr int kRows = 12;
+// How far ahead the tile requests B: a 1-2 row strip (a decode step's
+// projection) does two VDPBF16PS per 128 bytes of B, so only requests well
+// ahead keep the stream going (docs/design/bf16.md).
+constexpr uintptr_t kPrefetchBytes = 2048;
 
 // 16 floats to 16 bf16 as floatToBf16 (bf16.h) rounds them: to nearest even,
 // in integer arithmetic, NaN to 0x7FC0.
@@ -68,6 +72,13 @@ void tile(int64_t kpad, const uint16_t* a, const uint16_t* b, float* c, int64_t 
     __m512bh bv[V];
     for (int v = 0; v < V; ++v)
       bv[v] = asBf16Pairs(_mm512_loadu_si512(b + k * kBf16SliverColumns + 2 * 16 * v));
+    // B's lines kPrefetchBytes ahead, past this sliver's end into the next one
+    // (the next strip's, when a thread runs slivers in order): formed as an
+    // integer, since pointer arithmetic past B would be undefined.
+    for (int v = 0; v < 2; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(b + k * kBf16SliverColumns + 2 * 16 * v) +
+                                                 kPrefetchBytes),
+                   _MM_HINT_T0);
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
       const __m512bh ai = broadcastPair(a + i * kpad + k);
