@@ -197,10 +197,11 @@ function prepareAttention(
 ) {
   const opts = checkOptions<AttentionOptions>(fn, options, KNOWN);
   const strided = tokenStride > 0;
-  const kStrided = !strided && hasStrides(k), vStrided = !strided && hasStrides(v);
   const tq = strided ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride) : checkTensor(fn, 'q', q);
   const tk = checkKeyValue(fn, 'k', k, tokenStride);
   const tv = checkKeyValue(fn, 'v', v, tokenStride);
+  // From the checked views: a caller's getter is read once.
+  const kStrided = tk.strides !== undefined, vStrided = tv.strides !== undefined;
   if (tk.bf16 !== tv.bf16) {
     const [arg, other, data] = tk.bf16 ? ['v.data', 'k', tv.data] : ['k.data', 'v', tk.data];
     throw typeError(fn, arg, `bf16 values (a Uint16Array) like ${other}'s`, data);

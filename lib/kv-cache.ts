@@ -3,6 +3,7 @@ import { allocateBf16, allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native } from './native';
 import {
   checkLengthList,
+  checkNoAlias,
   checkTensor,
   splitHeads,
   type Bf16StridedTensor,
@@ -162,6 +163,13 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
       opts.lengths === undefined
         ? new Int32Array(this.batch).fill(n)
         : checkLengthList(fn, 'options.lengths', opts.lengths, this.batch, 'batch', n, 'n (the positions appended)');
+    if (this.dtype === 'bf16') {
+      // Rounded in native code head by head, which refuses overlapping buffers: refused here, before any is written.
+      for (const [name, t] of [['k', tk], ['v', tv]] as const) {
+        checkNoAlias(fn, "the cache's keys", this.#keys, name, t.data);
+        checkNoAlias(fn, "the cache's values", this.#values, name, t.data);
+      }
+    }
     for (let b = 0; b < this.batch; b++) {
       if (this.#lengths[b] + counts[b] > this.maxLength) {
         const held = this.batch > 1 ? `batch entry ${b}'s ${this.#lengths[b]}` : `${this.#lengths[b]}`;

@@ -170,6 +170,15 @@ describe(`bf16 keys and values (seed ${SEED})`, () => {
     expect(() => new KVCache({ batch: 1, kvHeads: 1, headDim: 4, maxLength: 8, dtype: 'float16' as never })).toThrow(
       expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/options\.dtype/) }),
     );
+    // k or v sharing the cache's memory is refused before any head is written.
+    const storage = cache.keys.data.buffer;
+    const inside = { data: new Float32Array(storage, 0, 4), shape: [1, 1, 1, 4] };
+    const lengthBefore = cache.length, keysBefore = cache.keys.data.slice();
+    expect(() => cache.append(inside, { data: step.data.slice(0, 4), shape: [1, 1, 1, 4] })).toThrow(
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/must not share memory with k/) }),
+    );
+    expect(cache.length).toBe(lengthBefore);
+    expect(cache.keys.data).toEqual(keysBefore);
     // An append that does not fit writes nothing.
     const before = cache.keys.data.slice();
     expect(() => cache.append(randomTensor(rng, [1, 1, 6, 4]), randomTensor(rng, [1, 1, 6, 4]))).toThrow(RangeError);

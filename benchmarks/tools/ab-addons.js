@@ -18,7 +18,7 @@
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
  * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache.
  * decoder: LLaMA-3-8B's attention layer (m_decode) taking one token against a KVCache of `length`
- * positions, then truncated back; AB_DTYPE=bf16 its weights and cache in bf16. Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
+ * positions, then truncated back; AB_DTYPE=bf16 its weights and cache in bf16 (the block's too). Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -93,7 +93,8 @@ function workload() {
       rounds,
       burst,
       prepare(m) {
-        const block = new m.MultiHeadSelfAttention({ dim: D, heads: H, dimHead: dh, weights, norm });
+        const dtype = process.env.AB_DTYPE ?? 'float32';
+        const block = new m.MultiHeadSelfAttention({ dim: D, heads: H, dimHead: dh, weights, norm, dtype });
         const out = { data: new Float32Array(batch * T * D), shape: [batch, T, D] };
         return { out, run: () => block.forward(x, { out }) };
       },

@@ -287,6 +287,7 @@ Status prepareCastBf16(const Descriptor& desc, const BufferArg& src, const Buffe
                                 std::to_string(c.value));
     *c.field = static_cast<int64_t>(c.value);
   }
+  if (call->width == 0) call->rows = 0;  // nothing to write: no row is addressed
   const int64_t rows = call->rows, width = call->width;
   if (rows > 1 && (width > call->srcRowStride || width > call->outRowStride))
     return Status::rangeError("castBf16: rows of width " + std::to_string(width) + " must fit their row strides");

@@ -262,4 +262,11 @@ TEST(bf16_cast_rows) {
   CHECK(!attempt(4, 4, 4, 4, s16, s16).ok());          // out in float
   CHECK(!attempt(2, 4, 4, 4, s16, BufferArg{src.data(), 8, true, true}).ok());  // overlapping
   CHECK(std::all_of(out.begin(), out.end(), [](uint16_t h) { return h == 0xFFFF; }));
+  // Rows of width 0 address nothing, however many and however far apart (empty, even null, buffers).
+  BufferArg empty16{nullptr, 0, true, true};
+  CastBf16Call call;
+  DescBuilder d;
+  d.number(4294967294.0).number(0).number(4294967294.0).number(4294967294.0);
+  CHECK(prepareCastBf16(d.done(), BufferArg{nullptr, 0, true}, empty16, &call).ok());
+  runCall(call);
 }
