@@ -9,6 +9,7 @@ import { attention, attentionAsync, KVCache, MultiHeadSelfAttention, tensor, typ
 import { bf16Bits, fromBf16, rounded, toBf16 } from './helpers/bf16';
 import { expectBitEqual, expectClose, pickSeed, poisoned, randomFloat32, rngFor, SIZES, type Rng } from './helpers/random';
 import { refAttention } from './helpers/reference';
+import { denseCopy } from './helpers/strided';
 
 const SEED = pickSeed();
 
@@ -17,17 +18,7 @@ function randomTensor(rng: Rng, shape: number[]): Tensor {
 }
 
 /** The values of a bf16 view as a dense float32 [B, H, L, D] tensor. */
-function widenedCopy(view: Bf16StridedTensor): Tensor {
-  const [B, H, L, D] = view.shape;
-  const out = new Float32Array(B * H * L * D);
-  for (let b = 0; b < B; b++)
-    for (let h = 0; h < H; h++)
-      for (let t = 0; t < L; t++)
-        for (let d = 0; d < D; d++) {
-          out[((b * H + h) * L + t) * D + d] = fromBf16(view.data[b * view.strides[0] + h * view.strides[1] + t * view.strides[2] + d]);
-        }
-  return { data: out, shape: [B, H, L, D] };
-}
+const widenedCopy = (view: Bf16StridedTensor): Tensor => denseCopy(view, fromBf16);
 
 describe(`bf16 keys and values (seed ${SEED})`, () => {
   test('appends round each value to nearest even in bhsd, bshd and 3-D, and the views are bf16', () => {

@@ -7,24 +7,12 @@ import { attention, attentionAsync, KVCache, matmul, type Tensor } from '../lib'
 import { rounded } from './helpers/bf16';
 import { expectClose, pickSeed, poisoned, randomFloat32, rngFor, type Rng } from './helpers/random';
 import { refAttention } from './helpers/reference';
+import { denseCopy } from './helpers/strided';
 
 const SEED = pickSeed();
 
 function randomTensor(rng: Rng, shape: number[]): Tensor {
   return { data: randomFloat32(rng, shape.reduce((a, b) => a * b, 1)), shape };
-}
-
-/** The first `length` positions of a [B, H, maxLength, D] storage, as a dense [B, H, length, D] copy. */
-function denseCopy(view: { data: Float32Array; shape: readonly number[]; strides: readonly number[] }): Tensor {
-  const [B, H, L, D] = view.shape;
-  const out = new Float32Array(B * H * L * D);
-  for (let b = 0; b < B; b++)
-    for (let h = 0; h < H; h++)
-      for (let t = 0; t < L; t++)
-        for (let d = 0; d < D; d++) {
-          out[((b * H + h) * L + t) * D + d] = view.data[b * view.strides[0] + h * view.strides[1] + t * view.strides[2] + d];
-        }
-  return { data: out, shape: [B, H, L, D] };
 }
 
 /** Positions [t0, t1) of a bhsd tensor. */
