@@ -256,11 +256,13 @@ constexpr int64_t kBf16WidenedRowsMax = 2;
 
 // The product of at most kBf16WidenedRowsMax rows (a decode step's
 // projections) where the CPU has no bf16 arithmetic: memory-bound, so B's
-// pair rows are widened in registers as they are read (see widenBlock) and
-// multiplied at once, with no float copy of B written and read back (which
-// kept such products at 0.6x of the float product). A's rows are rounded to
-// bf16 first, as every path rounds them. Each thread takes a run of slivers.
+// pair rows are widened in registers as they are read (KernelTable::
+// bf16SliverRows, vectorized for each ISA) and multiplied at once, with no
+// float copy of B written and read back (which kept such products at 0.6x of
+// the float product). A's rows are rounded to bf16 first, as every path
+// rounds them. Each thread takes a run of slivers.
 void gemmBf16RowsWidened(const GemmProblem& p) {
+  const KernelTable& kt = kernels();
   const int64_t kcb = gemmDepthBlock(p.k), m = p.m;
   const int64_t width = roundUp(p.n, kBf16SliverColumns), slivers = width / kBf16SliverColumns;
   // A's rows, rounded, each padded with a zero to an even depth (a pair row's
@@ -280,20 +282,7 @@ void gemmBf16RowsWidened(const GemmProblem& p) {
       for (int64_t pc = 0; pc < p.k; pc += kcb) {
         const int64_t kc = std::min(kcb, p.k - pc), kpad = paddedDepth(kc);
         const uint16_t* sliver = p.packedBBf16 + width * pc + sl * kpad * kBf16SliverColumns;
-        for (int64_t k = 0; k < kc; k += 2) {
-          uint32_t pairs[kBf16SliverColumns];
-          float even[kBf16SliverColumns], odd[kBf16SliverColumns];
-          std::memcpy(pairs, sliver + k * kBf16SliverColumns, sizeof pairs);
-          for (int64_t j = 0; j < kBf16SliverColumns; ++j) {
-            const uint32_t lo = pairs[j] << 16, hi = pairs[j] & 0xFFFF0000u;
-            std::memcpy(&even[j], &lo, sizeof lo);
-            std::memcpy(&odd[j], &hi, sizeof hi);
-          }
-          for (int64_t i = 0; i < m; ++i) {
-            const float a0 = a[i * kEven + pc + k], a1 = a[i * kEven + pc + k + 1];
-            for (int64_t j = 0; j < kBf16SliverColumns; ++j) acc[i][j] += a0 * even[j] + a1 * odd[j];
-          }
-        }
+        kt.bf16SliverRows(a + pc, kEven, static_cast<int>(m), sliver, kc, &acc[0][0]);
       }
       const int64_t j0 = sl * kBf16SliverColumns, cols = std::min(kBf16SliverColumns, p.n - j0);
       for (int64_t i = 0; i < m; ++i)

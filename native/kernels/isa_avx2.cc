@@ -7,6 +7,7 @@
 
 #include "bf16.h"
 #include "exp2_poly.h"
+#include "gemm_bf16.h"
 #include "decode_avx2.h"
 #include "exp_poly.h"
 #include "kernel_table.h"

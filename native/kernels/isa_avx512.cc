@@ -7,6 +7,7 @@
 
 #include "bf16.h"
 #include "exp2_poly.h"
+#include "gemm_bf16.h"
 #include "exp_poly.h"
 #include "kernel_table.h"
 #include "decode_avx512.h"

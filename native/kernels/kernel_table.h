@@ -136,6 +136,13 @@ struct KernelTable {
   void (*decodeAccumulateBf16)(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
                                int64_t dv, float* acc, int64_t accStride);
 
+  // The bf16 GEMM's widening path for 1-2 rows of A (gemm_bf16.cc,
+  // gemmBf16RowsWidened): acc[i * 32 + j] += sum over k < kc of
+  // a[i * aStride + k] * B(k, j) for i < rows, j < 32, B one packed bf16
+  // sliver (gemm_bf16.h) whose pair rows widen in registers; a[i * aStride + kc]
+  // must be readable (0) when kc is odd.
+  void (*bf16SliverRows)(const float* a, int64_t aStride, int rows, const uint16_t* sliver, int64_t kc, float* acc);
+
   // One LayerNorm row (PyTorch's: biased variance, eps inside the root):
   // y = (x - mean) / sqrt(var + eps) * weight + bias, weight and bias may be
   // null, y may equal x. Returns false without writing y when its float
