@@ -157,10 +157,7 @@ void gemmBf16Narrow(const GemmProblem& p, const Bf16Kernels& kk, int threads) {
     }
     kk.leave();
   };
-  if (threads == 1)
-    run(0);
-  else
-    parallelFor(threads, run);
+  parallelFor(threads, run);  // one task runs inline
 }
 
 // The whole product with bf16 kernels: per block of A rows and depth, A is
@@ -295,10 +292,7 @@ void gemmBf16RowsWidened(const GemmProblem& p) {
         }
     }
   };
-  if (threads == 1)
-    run(0);
-  else
-    parallelFor(threads, run);
+  parallelFor(threads, run);  // one task runs inline
 }
 
 // The product where the CPU has no bf16 arithmetic: A packed as for the float
