@@ -21,7 +21,7 @@ export { KVCache, type KVCacheOptions, type KVCacheAppendOptions, type KVCacheDt
 export { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync, type LayerNormOptions, type RmsNormOptions } from './layernorm';
 export { rope, ropeAsync, type RopeOptions } from './rope';
 export { info, setNumThreads, getNumThreads, type MhsaInfo } from './info';
-export { setAllocationLimit, getAllocationLimit } from './memory';
+export { setAllocationLimit, getAllocationLimit, setResultPoolLimit, type ResultPoolInfo } from './memory';
 export {
   loadSafetensors,
   loadSafetensorsAsync,

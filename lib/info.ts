@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { typeError, rangeError } from './errors';
 import { native } from './native';
+import { resultPoolInfo, type ResultPoolInfo } from './memory';
 import { queueStats } from './queue';
 
 /** What {@link info} reports. */
@@ -49,6 +50,8 @@ export interface MhsaInfo {
    * (Node 20 to 26 tested); false otherwise, and then such a transfer is unsafe.
    */
   pinsAsyncBuffers: boolean;
+  /** The pool that results allocated without `out` come from ({@link setResultPoolLimit}). */
+  resultPool: ResultPoolInfo;
 }
 
 function packageVersion(): string {
@@ -71,7 +74,9 @@ const VERSION = packageVersion();
  * @example
  * console.log(info());
  * // { version: '0.1.0', isa: 'avx512', bf16: 'amx', blas: null, threads: 2, activeThreads: 0,
- * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true }
+ * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true,
+ * //   resultPool: { enabled: true, fallback: null, limitBytes: 268435456, heldBytes: 12582912,
+ * //                 liveBytes: 0, hits: 41, misses: 3 } }
  */
 export function info(): MhsaInfo {
   const n = native.info();
@@ -86,6 +91,7 @@ export function info(): MhsaInfo {
     scratchBytes: n.scratchBytes,
     ...queueStats(),
     pinsAsyncBuffers: n.pinsAsyncBuffers,
+    resultPool: resultPoolInfo(),
   };
 }
 

@@ -7,7 +7,8 @@
  */
 import { Buffer, constants as bufferConstants } from 'node:buffer';
 import * as os from 'node:os';
-import { rangeError } from './errors';
+import { rangeError, typeError } from './errors';
+import { native } from './native';
 import { positiveInteger } from './validate';
 
 const GiB = 2 ** 30;
@@ -39,6 +40,7 @@ function formatBytes(n: number): string {
  */
 export function setAllocationLimit(bytes: number): void {
   limitBytes = positiveInteger('setAllocationLimit', 'bytes', bytes);
+  keepResultPoolWithinLimit();
 }
 
 /** The current per-call allocation limit in bytes (see {@link setAllocationLimit}). */
@@ -92,7 +94,8 @@ export function allocateFloats(fn: string, what: string, n: number): Float32Arra
 
 /**
  * A new Float32Array of n elements for a result that the op then writes in
- * full, within the limit. Its memory is not zeroed first: `new Float32Array(n)`
+ * full, within the limit: from the result pool when it serves this size
+ * ({@link setResultPoolLimit}), else a plain allocation. Its memory is not zeroed first: `new Float32Array(n)`
  * zeroes reused memory with a memset that, for a softmax over 6144 x 512, cost
  * as much as the softmax. Every op writes every element of its result (the
  * tests poison `out` with NaN to check it), so no stale byte stays visible.
@@ -100,8 +103,83 @@ export function allocateFloats(fn: string, what: string, n: number): Float32Arra
  */
 export function allocateResultFloats(fn: string, what: string, n: number): Float32Array {
   if (n * 4 > bufferConstants.MAX_LENGTH) return allocateFloats(fn, what, n);
+  if (n * 4 >= poolMinBytes && fitsAllocationLimit(n)) {
+    const pooled = native.pooledResult(n);
+    if (pooled !== null) return pooled;
+  }
   return allocate(fn, what, n, () => {
     const bytes = Buffer.allocUnsafeSlow(n * 4);
     return new Float32Array(bytes.buffer, bytes.byteOffset, n);
   });
+}
+
+// The result pool (native/runtime/result_pool.h, docs/design/result-pool.md): one per process,
+// shared by every worker thread. Each realm keeps it within its own allocation limit.
+const poolMinBytes = native.resultPool().minBytes;
+
+function keepResultPoolWithinLimit(): void {
+  if (native.resultPool().limitBytes > limitBytes) native.setResultPoolLimit(limitBytes);
+}
+
+function initialResultPoolLimit(): void {
+  const env = process.env.MHSA_RESULT_POOL_BYTES;
+  if (env !== undefined && /^\d+$/.test(env) && Number(env) < native.resultPool().limitBytes) {
+    native.setResultPoolLimit(Number(env));
+  }
+  keepResultPoolWithinLimit();
+}
+initialResultPoolLimit();
+
+/**
+ * Sets the most bytes of free memory the result pool keeps. A result that an
+ * op allocates (no `out`) of 64 KiB or more comes from the pool: memory that
+ * an earlier, collected result used, already faulted in, instead of fresh
+ * pages the OS must map and zero on first write. The pool is shared by every
+ * thread of the process and never holds more than this limit, nor more than
+ * the allocation limit ({@link setAllocationLimit} lowers it to fit). Results
+ * still in use do not count: they are ordinary ArrayBuffers to JS. 0 turns
+ * the pool off, and so does MHSA_RESULT_POOL_BYTES=0; the default is 256 MiB.
+ *
+ * @example
+ * setResultPoolLimit(64 * 2 ** 20); // keep at most 64 MiB of free result memory
+ * @throws TypeError if bytes is not a number, RangeError unless it is an integer from 0 to the allocation limit.
+ */
+export function setResultPoolLimit(bytes: number): void {
+  const fn = 'setResultPoolLimit';
+  if (typeof bytes !== 'number') throw typeError(fn, 'bytes', 'a number', bytes);
+  if (!Number.isInteger(bytes) || bytes < 0 || bytes > limitBytes) {
+    throw rangeError(fn, `bytes must be an integer from 0 to the allocation limit (${limitBytes}), received ${bytes}`);
+  }
+  native.setResultPoolLimit(bytes);
+}
+
+/** What {@link info} reports of the result pool (see {@link setResultPoolLimit}). */
+export interface ResultPoolInfo {
+  /** Whether results come from the pool: false when its limit is 0 or the runtime cannot use it (see `fallback`). */
+  enabled: boolean;
+  /** Why results are plain allocations in this process (no V8 module for this Node; a V8 sandbox, as in Electron), or null. */
+  fallback: string | null;
+  /** The most bytes of free memory the pool keeps. */
+  limitBytes: number;
+  /** Bytes of free memory it keeps now. */
+  heldBytes: number;
+  /** Bytes of pool memory under results that are not collected yet. */
+  liveBytes: number;
+  /** Results served from memory the pool kept. */
+  hits: number;
+  /** Results that needed new memory. */
+  misses: number;
+}
+
+export function resultPoolInfo(): ResultPoolInfo {
+  const p = native.resultPool();
+  return {
+    enabled: p.unavailable === null && p.limitBytes > 0,
+    fallback: p.unavailable,
+    limitBytes: p.limitBytes,
+    heldBytes: p.heldBytes,
+    liveBytes: p.liveBytes,
+    hits: p.hits,
+    misses: p.misses,
+  };
 }

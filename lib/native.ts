@@ -42,6 +42,19 @@ export interface NativeAddon {
     pinsAsyncBuffers: boolean;
   };
   setNumThreads(n: number): void;
+  /** A result of n floats from the result pool, or null when the pool cannot serve it (native/runtime/result_pool.h). */
+  pooledResult(n: number): Float32Array | null;
+  resultPool(): {
+    unavailable: string | null;
+    minBytes: number;
+    limitBytes: number;
+    heldBytes: number;
+    heldBlocks: number;
+    liveBytes: number;
+    hits: number;
+    misses: number;
+  };
+  setResultPoolLimit(bytes: number): void;
   /** Holds async calls' buffers with a buffer-pinning module's `pinning` export (native/binding/buffer_pinning.h). */
   setBufferPinning(pinning: unknown): void;
   defaultNumThreads: number;

@@ -7,8 +7,6 @@
  */
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
-import * as v8 from 'node:v8';
-import * as vm from 'node:vm';
 import {
   attention,
   attentionAsync,
@@ -21,6 +19,7 @@ import {
   type Tensor,
 } from '../lib';
 import { native } from '../lib/native';
+import { getGc } from './helpers/gc';
 
 // ---------------------------------------------------------------- helpers
 
@@ -46,19 +45,6 @@ function expectSameBits(actual: Float32Array, expected: Float32Array): void {
     let i = 0;
     while (i < actual.length && Object.is(actual[i], expected[i])) i++;
     throw new Error(`results differ first at element ${i}: ${actual[i]} vs ${expected[i]}`);
-  }
-}
-
-/** A garbage collector: global.gc when node runs with --expose-gc, else one obtained through v8 flags, else null. */
-function getGc(): (() => void) | null {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (typeof g === 'function') return g;
-  try {
-    v8.setFlagsFromString('--expose-gc');
-    const fn = vm.runInNewContext('gc') as unknown;
-    return typeof fn === 'function' ? (fn as () => void) : null;
-  } catch {
-    return null;
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * MultiHeadSelfAttention allocates nothing per call beyond its output: after
- * a warm-up call, forward() creates exactly one Float32Array (the result) and
- * none when `out` is given, and the native scratch memory does not grow.
+ * a warm-up call, forward() creates exactly one result (here 80 KB, so it
+ * comes from the result pool rather than a JS constructor) and nothing when
+ * `out` is given, and the native scratch memory does not grow.
  * Counted by replacing the global Float32Array and ArrayBuffer constructors
  * with counting proxies while the calls run. (One compute thread here; the
  * JS-side counts do not depend on it.)
@@ -72,21 +73,26 @@ test('the counting proxy sees allocations (so zero below means zero)', async () 
   expect(counts).toEqual({ float32: 1, arrayBuffer: 1 });
 });
 
-test('forward: one Float32Array (the output) per call, none with out, no native scratch growth', async () => {
+test('forward: one result (from the result pool) per call, none with out, no native scratch growth', async () => {
   const expected = block.forward(x); // warm-up: the workspace and native scratch grow here
   const scratch = info().scratchBytes;
+  const served = () => info().resultPool.hits + info().resultPool.misses;
+  const servedBefore = served();
   let y: Tensor | undefined;
   const withoutOut = await countAllocations(() => {
     y = block.forward(x);
   });
-  expect(withoutOut).toEqual({ float32: 1, arrayBuffer: 0 });
+  expect(withoutOut).toEqual({ float32: 0, arrayBuffer: 0 });
+  expect(served()).toBe(servedBefore + 1);
   expect(y!.data).toEqual(expected.data);
 
   const out = tensor(new Float32Array(expected.data.length), [3, 70, dim]);
+  const servedWithOut = served();
   const withOut = await countAllocations(() => {
     for (let i = 0; i < 20; i++) block.forward(x, { out });
   });
   expect(withOut).toEqual({ float32: 0, arrayBuffer: 0 });
+  expect(served()).toBe(servedWithOut);
   expect(out.data).toEqual(expected.data);
   expect(info().scratchBytes).toBe(scratch);
 });

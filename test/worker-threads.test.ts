@@ -8,7 +8,8 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { attention, attentionAsync, info, matmul, matmulAsync, softmaxAsync, type Tensor } from '../lib';
+import { attention, attentionAsync, info, matmul, matmulAsync, softmax, softmaxAsync, type Tensor } from '../lib';
+import { getGc } from './helpers/gc';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -301,4 +302,62 @@ test('terminating a worker with async attention ops in flight leaves the main th
   expect(again.fatal).toBeUndefined();
   expect(again.checks.every((c) => c.err < 1e-5)).toBe(true);
   expect(info()).toEqual(expect.objectContaining({ queued: 0, inFlight: 0 }));
+});
+
+// Receives a result transferred from the main thread, churns its own result pool around it, and
+// sends back its sum and a result of its own, transferred; then exits with that result still in use.
+const WORKER_POOLED = String.raw`
+const { parentPort, workerData } = require('node:worker_threads');
+const v8 = require('node:v8');
+const vm = require('node:vm');
+v8.setFlagsFromString('--expose-gc');
+const collect = vm.runInNewContext('gc');
+const m = require(workerData.root);
+parentPort.once('message', ({ data }) => {
+  const ones = m.tensor(new Float32Array(data.length).fill(1), [1, data.length]);
+  for (let i = 0; i < 20; i++) {
+    m.softmax(ones).data.fill(-1);
+    collect();
+  }
+  let sum = 0;
+  for (let i = 0; i < data.length; i++) sum += data[i];
+  const x = m.tensor(Float32Array.from({ length: 300 * 257 }, (_, i) => Math.sin(i)), [300, 257]);
+  const own = m.softmax(x, { scale: 2 });
+  parentPort.postMessage({ sum, own: own.data, pool: m.info().resultPool }, [own.data.buffer]);
+});
+`;
+
+test('pooled results transferred to and from a worker stay valid, there and after the worker exits', async () => {
+  const gc = getGc()!;
+  const x: Tensor = { data: REF.makeRng(11)(200 * 1000, 4), shape: [200, 1000] };
+  const sent = softmax(x);
+  expect(info().resultPool.liveBytes).toBeGreaterThanOrEqual(200 * 1000 * 4);
+  let expectedSum = 0;
+  for (let i = 0; i < sent.data.length; i++) expectedSum += sent.data[i];
+
+  const w = new Worker(WORKER_POOLED, { eval: true, workerData: { root: ROOT } });
+  const reply = new Promise<{ sum: number; own: Float32Array; pool: { hits: number } }>((resolve, reject) => {
+    w.once('message', resolve);
+    w.once('error', reject);
+  });
+  const exited = new Promise((resolve) => w.once('exit', resolve));
+  w.postMessage({ data: sent.data }, [sent.data.buffer as ArrayBuffer]);
+  expect(sent.data.length).toBe(0);
+  // The main thread's pool meanwhile reuses whatever it gets back: never the transferred block.
+  for (let i = 0; i < 20; i++) {
+    softmax(x).data.fill(-1);
+    gc();
+  }
+  const { sum, own, pool } = await reply;
+  expect(sum).toBe(expectedSum);
+  expect(pool.hits).toBeGreaterThan(0);
+  await exited;
+
+  const source: Tensor = { data: Float32Array.from({ length: 300 * 257 }, (_, i) => Math.sin(i)), shape: [300, 257] };
+  const expected = softmax(source, { scale: 2, out: { data: new Float32Array(300 * 257), shape: [300, 257] } });
+  for (let i = 0; i < 20; i++) {
+    softmax(source).data.fill(-1);
+    gc();
+  }
+  expect(REF.sameBits(own, expected.data)).toBe(true);
 });

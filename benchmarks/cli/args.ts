@@ -35,6 +35,10 @@ export interface Options {
   check: boolean;
   /** Time mhsa and the peers of a row group in alternating bursts instead of one after another. */
   interleave: boolean;
+  /** Time each row in a new process of its own (--fresh-process). */
+  freshProcess: boolean;
+  /** Internal (--child-row IMPL): run the one row of IMPL as a --fresh-process child, print it as JSON. */
+  childRow?: string;
   /** --dtype: only the workloads whose weights mhsa holds in this type (undefined: all). */
   dtype?: 'fp32' | 'bf16';
 }
@@ -71,6 +75,9 @@ Options:
                          --svg its chart); --workload and --threads select its rows
   --interleave           time mhsa and its peers in alternating bursts (same host noise
                          for each; the fair comparison on a shared machine)
+  --fresh-process        time each row in a new process of its own, as a script that runs
+                         once meets the library (with --peers=mhsa-alloc: the naive-user
+                         mode, every result allocated by the call)
   --dtype fp32|bf16      only the workloads in float32, or those where mhsa's weights are
                          bf16 (*_bf16: % of the bf16 peak; peers stay float32)
   --check                run every workload once at a small size and verify it; no timing
@@ -104,6 +111,8 @@ export function parseArgs(argv: readonly string[]): Options {
   let help = false;
   let check = false;
   let interleave = false;
+  let freshProcess = false;
+  let childRow: string | undefined;
   let dtype: 'fp32' | 'bf16' | undefined;
 
   for (let i = 0; i < argv.length; i++) {
@@ -122,7 +131,9 @@ export function parseArgs(argv: readonly string[]): Options {
     const noValue = () => {
       if (inline !== undefined) throw new UsageError(`${name} takes no value, received '${arg}'`);
     };
-    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--check', '--list', '--dtype'].includes(name)) runOnly.push(name);
+    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--fresh-process', '--check', '--list', '--dtype'].includes(name)) {
+      runOnly.push(name);
+    }
     switch (name) {
       case '--suite': {
         const v = value();
@@ -195,6 +206,16 @@ export function parseArgs(argv: readonly string[]): Options {
         noValue();
         interleave = true;
         break;
+      case '--fresh-process':
+        noValue();
+        freshProcess = true;
+        break;
+      case '--child-row': {
+        const v = value();
+        if (v !== 'mhsa' && !(PEER_NAMES as readonly string[]).includes(v)) throw new UsageError(`--child-row expects mhsa or a peer, received '${v}'`);
+        childRow = v;
+        break;
+      }
       case '-h':
       case '--help':
         noValue();
@@ -209,6 +230,9 @@ export function parseArgs(argv: readonly string[]): Options {
     throw new UsageError(`${runOnly[0]} is for a run; --from-json renders a saved report (it takes --markdown, --svg, --workload and --threads)`);
   }
   if (svg !== undefined && check) throw new UsageError('--svg charts timings, and --check times nothing');
+  if (freshProcess && (interleave || check)) {
+    throw new UsageError(`--fresh-process times each row in its own process; it cannot be combined with ${interleave ? '--interleave' : '--check'}`);
+  }
 
   let workloads: Workload[];
   if (workloadList !== undefined) {
@@ -242,6 +266,8 @@ export function parseArgs(argv: readonly string[]): Options {
     help,
     check,
     interleave,
+    freshProcess,
+    ...(childRow !== undefined ? { childRow } : {}),
     ...(dtype !== undefined ? { dtype } : {}),
   };
 }

@@ -8,6 +8,7 @@ import { info, setNumThreads, getNumThreads } from '../../lib';
 import { native } from '../../lib/native';
 import { parseArgs, USAGE, UsageError, type Options } from './args';
 import { makeInputs, type Inputs } from './data';
+import { rowInChild } from './fresh-process';
 import { mhsaImpl } from './mhsa-impl';
 import { PEERS, type Impl, type Prepared } from './peers';
 import { pytorchMissing } from './peers/pytorch';
@@ -219,6 +220,8 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
   for (const threads of opts.threads) {
     // --interleave: every runnable impl is prepared first, then timed in alternating bursts.
     const group: { impl: Impl; prepared: Prepared; base: Row }[] = [];
+    // --fresh-process: the runnable impls, timed in child processes once the list is complete.
+    const fresh: { impl: Impl; base: Row }[] = [];
     for (const impl of impls) {
       const base: Row = {
         workload: w.name, shape, threads, impl: impl.name, status: 'skipped',
@@ -234,6 +237,10 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
         continue;
       }
       progress.show(`${w.name} · ${threads} thr · ${impl.name}`);
+      if (opts.freshProcess) {
+        fresh.push({ impl, base });
+        continue;
+      }
       let prepared: Prepared | undefined;
       let grouped = false;
       try {
@@ -258,6 +265,11 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
         if (!grouped) progress.step();
       }
     }
+    if (fresh.length > 0) {
+      progress.show(`${w.name} · ${threads} thr · ${fresh.map((g) => g.impl.name).join(' / ')}, each call in a new process`);
+      await freshProcessRows(ctx, w, fresh, threads, mhsaMedian, failRow, rows);
+      fresh.forEach(() => progress.step());
+    }
     if (group.length > 0) {
       progress.show(`${w.name} · ${threads} thr · ${group.map((g) => g.impl.name).join(' / ')} interleaved`);
       try {
@@ -279,6 +291,81 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
     const m = mhsaMedian.get(r.threads);
     if (m !== undefined) r.vs_mhsa = r.median_ms / m;
   }
+}
+
+/** Child processes per --fresh-process row; the row reports the one with the median time. */
+const FRESH_PROCESS_ROUNDS = 3;
+
+/**
+ * The --fresh-process rows of one workload and thread count: each impl timed
+ * and verified in FRESH_PROCESS_ROUNDS child processes, in an order that
+ * reverses every round (so a drift in the host's speed reaches every impl
+ * alike), then rated against this run's peaks.
+ */
+async function freshProcessRows(
+  ctx: Context,
+  w: Workload,
+  entries: { impl: Impl; base: Row }[],
+  threads: number,
+  mhsaMedian: Map<number, number>,
+  failRow: (impl: Impl, base: Row, threads: number, e: unknown) => void,
+  rows: Row[],
+): Promise<void> {
+  const runs: Omit<Row, 'problem'>[][] = entries.map(() => []);
+  const failed = new Set<number>();
+  for (let round = 0; round < FRESH_PROCESS_ROUNDS; round++) {
+    const order = entries.map((_, i) => i);
+    if (round % 2) order.reverse();
+    for (const i of order) {
+      if (failed.has(i)) continue;
+      try {
+        const row = await rowInChild(ctx.opts, w.name, entries[i].impl.name, threads);
+        runs[i].push(row);
+        if (row.status !== 'ok') failed.add(i);
+      } catch (e) {
+        failRow(entries[i].impl, entries[i].base, threads, e);
+        failed.add(i);
+        runs[i] = [];
+      }
+    }
+  }
+  entries.forEach(({ impl, base }, i) => {
+    if (runs[i].length === 0) return;
+    const bad = runs[i].find((r) => r.status !== 'ok');
+    const timed = [...runs[i]].sort((a, b) => (a.median_ms ?? Infinity) - (b.median_ms ?? Infinity));
+    const chosen = bad ?? timed[timed.length >> 1];
+    const row: Row = { ...base, ...chosen, problem: base.problem, vs_mhsa: null, pct_peak: null };
+    if (!bad) {
+      row.min_ms = Math.min(...runs[i].map((r) => r.min_ms!));
+      row.max_ms = Math.max(...runs[i].map((r) => r.max_ms!));
+      row.samples = runs[i].reduce((n, r) => n + r.samples!, 0);
+      row.rss_mb = Math.max(...runs[i].map((r) => r.rss_mb ?? 0));
+      row.note = `median of ${runs[i].length} processes: ${runs[i].map((r) => fmtMedian(r.median_ms!)).join(', ')} ms`;
+    } else {
+      ctx.loud(`mhsa-bench: ${impl.name} on ${w.name} (${threads} thr): ${bad.note}`);
+    }
+    const peak = ctx.peaks.get(threads);
+    if (peak && row.median_ms !== null) row.pct_peak = percentOfPeak(row, peak);
+    if (impl.name === 'mhsa' && row.status === 'ok' && row.median_ms !== null) mhsaMedian.set(threads, row.median_ms);
+    rows.push(row);
+  });
+}
+
+function fmtMedian(ms: number): string {
+  return ms >= 10 ? ms.toFixed(1) : ms.toFixed(3);
+}
+
+/** --child-row: the one row of one impl, timed and verified here, printed as JSON on stdout for the parent. */
+async function runChildRow(opts: Options, implName: string): Promise<number> {
+  const impl = [mhsaImpl, ...PEERS].find((i) => i.name === implName)!;
+  const rows: Row[] = [];
+  const reason = await impl.load();
+  const loud = (s: string) => process.stderr.write(`${s}\n`);
+  const ctx: Context = { opts, out: () => {}, loud, peaks: new Map() };
+  if (reason !== null) throw new Error(`${impl.name} is not available: ${reason}`);
+  for (const w of opts.workloads) await runWorkload(ctx, w, [impl], new Progress(0, false), rows);
+  process.stdout.write(`${JSON.stringify(rows.map(({ problem, ...r }) => r))}\n`);
+  return rows.some((r) => r.status === 'wrong' || r.status === 'error') ? 1 : 0;
 }
 
 function plannedCount(opts: Options, impls: Impl[]): number {
@@ -338,6 +425,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
 
+  if (opts.childRow !== undefined) return runChildRow(opts, opts.childRow);
+
   const jsonToStdout = opts.json === '-';
   // Everything but the JSON goes to stderr when stdout carries the JSON.
   const out = (s: string) => (jsonToStdout ? process.stderr : process.stdout).write(`${s}\n`);
@@ -380,7 +469,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         .map((p) => `${p.threads} thr ${p.gflops.toFixed(1)} GFLOP/s FMA, ${(p.bf16Gflops ?? 0).toFixed(1)} GFLOP/s bf16 (${info().bf16}), ${p.gbs.toFixed(1)} GB/s read`)
         .join(' · ')}`,
     );
-    out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up${opts.interleave ? ', mhsa and its peers interleaved in bursts' : ''}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    const how = opts.interleave ? ', mhsa and its peers interleaved in bursts' : opts.freshProcess ? ', each row in a new process' : '';
+    out(`timing: ≥ ${opts.repeat} calls and ≥ ${opts.minTime} s per row after warm-up${how}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
     const busy = busyMachineWarning(start, os.availableParallelism());
     if (busy) out(busy);
   } else {
@@ -469,6 +559,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         min_time_s: opts.minTime,
         repeat: opts.repeat,
         interleave: opts.interleave,
+        fresh_process: opts.freshProcess,
         tolerance: TOLERANCE,
       },
       impls: implInfo,

@@ -161,6 +161,8 @@ export interface Report {
     min_time_s: number;
     repeat: number;
     interleave: boolean;
+    /** Each row timed in a new process (--fresh-process); absent in older reports. */
+    fresh_process?: boolean;
     tolerance: number;
   };
   impls: ImplInfo[];

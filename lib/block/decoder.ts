@@ -16,6 +16,7 @@ import { formatShape, rangeError, typeError } from '../errors';
 import { KVCache, type KVCacheDtype } from '../kv-cache';
 import { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync } from '../layernorm';
 import { matmul, matmulAsync } from '../matmul';
+import { allocateResultFloats } from '../memory';
 import { rope, ropeAsync } from '../rope';
 import {
   checkKeyPaddingMask,
@@ -189,10 +190,10 @@ function keysAndValues(w: BlockWeights, p: DecoderPlan, k: Tensor, v: Tensor): [
   return [asBshd(p.cache.keys), asBshd(p.cache.values)];
 }
 
-function outputs(w: BlockWeights, p: DecoderPlan) {
+function outputs(fn: string, w: BlockWeights, p: DecoderPlan) {
   const rows = p.batch * p.tokens;
   const o: Tensor = w.projectOut
-    ? { data: new Float32Array(rows * w.innerDim), shape: [p.batch, p.tokens, w.heads, w.dimHead] }
+    ? { data: allocateResultFloats(fn, 'the attention output', rows * w.innerDim), shape: [p.batch, p.tokens, w.heads, w.dimHead] }
     : { data: p.out.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] };
   return { o, o2: { data: o.data, shape: [rows, w.innerDim] }, out2: { data: p.out.data, shape: [rows, w.dim] } };
 }
@@ -209,7 +210,7 @@ export function decoderForward(fn: string, w: BlockWeights, x: TensorLike, optio
   const rows = p.batch * p.tokens;
   let y = p.x;
   if (w.hasNorm) {
-    y = { data: new Float32Array(rows * w.dim), shape: p.x.shape };
+    y = { data: allocateResultFloats(fn, 'the normalized input', rows * w.dim), shape: p.x.shape };
     (w.normType === 'rms' ? rmsNorm : layerNorm)(p.x, normOptions(w, y));
   }
   const qkv = matmul({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
@@ -219,7 +220,7 @@ export function decoderForward(fn: string, w: BlockWeights, x: TensorLike, optio
     rope(k, ropeOptions(w, w.kvHeads, p, k));
   }
   const [keys, values] = keysAndValues(w, p, k, v);
-  const { o, o2, out2 } = outputs(w, p);
+  const { o, o2, out2 } = outputs(fn, w, p);
   attention({ data: q.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] }, keys, values, { ...p.attnOptions, out: o });
   if (w.projectOut) matmul(o2, w.packedOut!, { c: w.bo, out: out2 });
   return p.out.result;
@@ -236,7 +237,7 @@ export async function decoderForwardAsync(
   const rows = p.batch * p.tokens;
   let y = p.x;
   if (w.hasNorm) {
-    y = { data: new Float32Array(rows * w.dim), shape: p.x.shape };
+    y = { data: allocateResultFloats(fn, 'the normalized input', rows * w.dim), shape: p.x.shape };
     await (w.normType === 'rms' ? rmsNormAsync : layerNormAsync)(p.x, normOptions(w, y));
   }
   const qkv = await matmulAsync({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
@@ -245,7 +246,7 @@ export async function decoderForwardAsync(
     await Promise.all([ropeAsync(q, ropeOptions(w, w.heads, p, q)), ropeAsync(k, ropeOptions(w, w.kvHeads, p, k))]);
   }
   const [keys, values] = keysAndValues(w, p, k, v);
-  const { o, o2, out2 } = outputs(w, p);
+  const { o, o2, out2 } = outputs(fn, w, p);
   await attentionAsync({ data: q.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] }, keys, values, { ...p.attnOptions, out: o });
   if (w.projectOut) await matmulAsync(o2, w.packedOut!, { c: w.bo, out: out2 });
   return p.out.result;

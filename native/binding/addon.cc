@@ -147,6 +147,9 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");
   exportFunction<calibrateBinding>(env, exports, "calibrate");
   exportFunction<infoBinding>(env, exports, "info");
+  exportFunction<pooledResultBinding>(env, exports, "pooledResult");
+  exportFunction<resultPoolBinding>(env, exports, "resultPool");
+  exportFunction<setResultPoolLimitBinding>(env, exports, "setResultPoolLimit");
   exportFunction<descriptorLayoutsBinding>(env, exports, "descriptorLayouts");
   exportFunction<setNumThreadsBinding>(env, exports, "setNumThreads");
   exportFunction<setBufferPinningBinding>(env, exports, "setBufferPinning");

@@ -172,6 +172,8 @@ bool pinsAsyncBuffers() { return activePinning.load() != nullptr; }
 
 void setBufferPinning(const MhsaBufferPinning* pinning) { activePinning.store(pinning); }
 
+const MhsaBufferPinning* bufferPinning() { return activePinning.load(); }
+
 void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
                  const std::vector<Napi::Value>& keepAlive, WorkFn work) {
   EnvState* state = stateOf(env);

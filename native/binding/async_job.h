@@ -37,4 +37,7 @@ bool pinsAsyncBuffers();
 // Makes jobs submitted from now on hold their buffers' memory with this table.
 void setBufferPinning(const MhsaBufferPinning* pinning);
 
+// The table in use, or nullptr when the addon has none (a Node newer than the prebuilt modules).
+const MhsaBufferPinning* bufferPinning();
+
 }  // namespace mhsa

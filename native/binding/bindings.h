@@ -61,4 +61,14 @@ Napi::Value castBf16Binding(const Napi::CallbackInfo& info);
 Napi::Value parseSafetensorsBinding(const Napi::CallbackInfo& info);
 Napi::Value decodeHalfBinding(const Napi::CallbackInfo& info);
 
+// pooledResult(n) -> Float32Array | null: a result of n floats whose memory comes
+// from the result pool and returns to it once V8 frees the buffer; null when
+// the pool cannot serve it (too small, pool off or unavailable), and the
+// caller allocates a plain array (runtime/result_pool.h).
+// resultPool() -> { unavailable: string | null, minBytes, limitBytes, heldBytes,
+//   heldBlocks, liveBytes, hits, misses }; setResultPoolLimit(bytes).
+Napi::Value pooledResultBinding(const Napi::CallbackInfo& info);
+Napi::Value resultPoolBinding(const Napi::CallbackInfo& info);
+Napi::Value setResultPoolLimitBinding(const Napi::CallbackInfo& info);
+
 }  // namespace mhsa

@@ -1,5 +1,7 @@
-// Holding a buffer's memory while an async job computes on it: the one thing
-// Node-API cannot do, done with V8's API (docs/design/prebuilds.md).
+// The two things Node-API cannot do, done with V8's API (docs/design/prebuilds.md):
+// holding a buffer's memory while an async job computes on it, and handing
+// out an ArrayBuffer whose memory goes back to the result pool when V8 frees
+// it (docs/design/result-pool.md).
 //
 // A reference keeps a typed array's JS object alive, not its memory: JS can
 // detach the ArrayBuffer while a job is queued or computing
@@ -15,10 +17,15 @@
 #pragma once
 
 #include <node_api.h>
+#include <stddef.h>
 
 extern "C" {
 
 enum MhsaHoldResult { kMhsaHeld = 0, kMhsaNothingToHold = 1, kMhsaResizable = 2, kMhsaOutOfMemory = 3 };
+
+enum MhsaNewBufferResult { kMhsaCreated = 0, kMhsaExternalNotAllowed = 1, kMhsaNotCreated = 2 };
+
+typedef void (*MhsaFreeMemory)(void* memory, size_t bytes, void* hint);
 
 struct MhsaBufferPinning {
   // Holds the memory under value (a typed array, DataView or ArrayBuffer)
@@ -28,6 +35,14 @@ struct MhsaBufferPinning {
   // exception crosses this table: the two sides may have separate runtimes.
   MhsaHoldResult (*hold)(napi_value value, void** handle);
   void (*release)(void* handle);
+  // *result = a new ArrayBuffer of `bytes` over `memory`. Once no ArrayBuffer
+  // and no hold uses the memory, V8 calls free_memory(memory, bytes, hint),
+  // on any thread, even after the environment that made it has ended.
+  // kMhsaExternalNotAllowed where the engine keeps ArrayBuffer memory in its
+  // own sandbox (V8_ENABLE_SANDBOX, as in Electron): Node-API's external
+  // buffers fail there too. On any result but kMhsaCreated, memory stays the caller's.
+  MhsaNewBufferResult (*newArrayBuffer)(void* memory, size_t bytes, MhsaFreeMemory free_memory, void* hint,
+                                        napi_value* result);
 };
 
 }  // extern "C"
@@ -38,6 +53,8 @@ namespace mhsa {
 const MhsaBufferPinning* v8BufferPinning();
 
 // The type tag of the external that a buffer-pinning module exports as `pinning`.
-constexpr napi_type_tag kBufferPinningTag = {0x6d6873612d70696eULL, 0x6e696e672d763031ULL};
+// Its last byte is the table's version ('2': newArrayBuffer added), so a module of another
+// release is refused rather than read past its end.
+constexpr napi_type_tag kBufferPinningTag = {0x6d6873612d70696eULL, 0x6e696e672d763032ULL};
 
 }  // namespace mhsa

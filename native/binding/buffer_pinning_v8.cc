@@ -51,7 +51,23 @@ void release(void* handle) {
   std::free(handle);
 }
 
-constexpr MhsaBufferPinning kV8BufferPinning = {hold, release};
+MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory free_memory, void* hint,
+                                   napi_value* result) {
+#ifdef V8_ENABLE_SANDBOX
+  (void)memory, (void)bytes, (void)free_memory, (void)hint, (void)result;
+  return kMhsaExternalNotAllowed;
+#else
+  static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (isolate == nullptr) return kMhsaNotCreated;
+  std::shared_ptr<v8::BackingStore> store = v8::ArrayBuffer::NewBackingStore(memory, bytes, free_memory, hint);
+  v8::Local<v8::Value> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
+  std::memcpy(static_cast<void*>(result), &buffer, sizeof(buffer));
+  return kMhsaCreated;
+#endif
+}
+
+constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer};
 
 }  // namespace
 
