@@ -309,6 +309,41 @@ describe('mhsa-bench --interleave', () => {
   }, 180_000);
 });
 
+describe('mhsa-bench --fresh-process', () => {
+  test('times each row in processes of its own: every row timed and verified, the mode recorded', () => {
+    const r = bench(['--workload', 's_512', '--threads', '1', '--peers=mhsa-alloc', '--fresh-process',
+      '--min-time', '0.02', '--repeat', '3', '--json', '-']);
+    expect(r.status).toBe(0);
+    const report = JSON.parse(r.stdout) as {
+      settings: { fresh_process: boolean };
+      results: (JsonRow & { samples: number | null; median_ms: number | null; note: string | null; vs_mhsa: number | null })[];
+    };
+    expect(report.settings.fresh_process).toBe(true);
+    expect(report.results.map((x) => `${x.impl}:${x.status}`)).toEqual(['mhsa:ok', 'mhsa-alloc:ok']);
+    for (const row of report.results) {
+      // Three processes of at least three timed calls each; the row is the median process.
+      expect(row.samples).toBeGreaterThanOrEqual(9);
+      const medians = /^median of 3 processes: ([\d.]+), ([\d.]+), ([\d.]+) ms$/.exec(row.note ?? '');
+      expect(medians).not.toBeNull();
+      const sorted = medians!.slice(1).map(Number).sort((a, b) => a - b);
+      expect(row.median_ms).toBeCloseTo(sorted[1], sorted[1] >= 10 ? 1 : 3);
+      expect(row.rel_err).toBeLessThan(1e-5);
+    }
+    expect(report.results[1].vs_mhsa).toBeGreaterThan(0);
+  }, 180_000);
+
+  test('a wrong result in the process of a row is caught, and --interleave is refused', () => {
+    const r = bench(['--workload', 's_512', '--threads', '1', '--peers=mhsa-alloc', '--fresh-process', '--min-time', '0.02'], {
+      MHSA_BENCH_FAULT: 'mhsa-alloc',
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/mhsa-alloc on s_512 \(1 thr\): wrong result/);
+    const both = bench(['--workload', 's_512', '--fresh-process', '--interleave']);
+    expect(both.status).toBe(2);
+    expect(both.stderr).toMatch(/--fresh-process times each row in its own process; it cannot be combined with --interleave/);
+  }, 180_000);
+});
+
 describe('mhsa-bench --svg and --from-json', () => {
   interface Bar {
     x: number;

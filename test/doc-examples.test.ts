@@ -194,6 +194,7 @@ describe('the documentation examples', () => {
   // Examples set these; later files in this worker must not inherit them.
   const threads = mhsa.getNumThreads();
   const allocationLimit = mhsa.getAllocationLimit();
+  const resultPoolLimit = mhsa.info().resultPool.limitBytes;
   let dir = '';
   beforeAll(() => {
     // The modules, and the files the examples load, in the directory they run in.
@@ -207,6 +208,7 @@ describe('the documentation examples', () => {
     process.chdir(cwd);
     mhsa.setNumThreads(threads);
     mhsa.setAllocationLimit(allocationLimit);
+    mhsa.setResultPoolLimit(resultPoolLimit);
     if (!process.env.MHSA_DOC_EXAMPLES_KEEP) fs.rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,11 +1,11 @@
 /**
  * mhsa called without `out`: each call allocates its result, as a script that
  * writes `const y = attention(q, k, v)` does. The `mhsa` row passes a
- * preallocated `out`; the difference between the two rows is what a fresh
- * result costs (mostly the OS zeroing its pages on first write: docs/api.md,
- * Memory, "In a hot loop, pass `out`"). Peers allocate their outputs too
- * (onnxruntime-node copies each output into a new JS array), so this is the
- * like-for-like row.
+ * preallocated `out`; the difference between the two rows is what a result
+ * without `out` costs (from the result pool: the garbage collections that give
+ * its blocks back, and their rotation through the cache; docs/api.md, Memory).
+ * Peers allocate their outputs too (onnxruntime-node copies each output into a
+ * new JS array), so this is the like-for-like row.
  */
 import { attention, matmul, prepack, setNumThreads, softmax } from '../../../lib';
 import type { Inputs } from '../data';
