@@ -513,6 +513,9 @@ describe('mhsa-bench usage errors exit with code 2', () => {
     [['--markdown=yes'], /--markdown takes no value/],
     [['--interleave=1'], /--interleave takes no value/],
     [['--dtype', 'fp16'], /--dtype expects fp32 or bf16, received 'fp16'/],
+    [['--fresh-process=0'], /--fresh-process expects integers/],
+    [['--fresh-process', '--check'], /it cannot be combined with --check/],
+    [['--child-row', 'nobody'], /--child-row expects mhsa or a peer, received 'nobody'/],
     [['--dtype', 'bf16', '--suite', 'quick'], /--dtype bf16 leaves no workload/],
     [['positional'], /unexpected argument 'positional'/],
     [['--workload', 'q_*'], /unknown workload 'q_\*'/],
@@ -537,6 +540,8 @@ describe('mhsa-bench usage errors exit with code 2', () => {
     expect(f.threads).toEqual([2, 1]);
     expect(f.peers).toEqual(['js']);
     expect([f.minTime, f.repeat]).toEqual([0.5, 7]);
+    expect([f.freshProcess, f.freshProcessRounds]).toEqual([false, 3]);
+    expect([parseArgs(['--fresh-process']).freshProcessRounds, parseArgs(['--fresh-process=7']).freshProcessRounds]).toEqual([3, 7]);
   });
 });
 

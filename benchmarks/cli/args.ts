@@ -35,8 +35,10 @@ export interface Options {
   check: boolean;
   /** Time mhsa and the peers of a row group in alternating bursts instead of one after another. */
   interleave: boolean;
-  /** Time each row in a new process of its own (--fresh-process). */
+  /** Time each row in new processes of its own (--fresh-process). */
   freshProcess: boolean;
+  /** Processes per row with --fresh-process (--fresh-process=N; default 3). */
+  freshProcessRounds: number;
   /** Internal (--child-row IMPL): run the one row of IMPL as a --fresh-process child, print it as JSON. */
   childRow?: string;
   /** --dtype: only the workloads whose weights mhsa holds in this type (undefined: all). */
@@ -75,9 +77,9 @@ Options:
                          --svg its chart); --workload and --threads select its rows
   --interleave           time mhsa and its peers in alternating bursts (same host noise
                          for each; the fair comparison on a shared machine)
-  --fresh-process        time each row in a new process of its own, as a script that runs
-                         once meets the library (with --peers=mhsa-alloc: the naive-user
-                         mode, every result allocated by the call)
+  --fresh-process[=N]    time each row in N new processes of its own (default 3), as a
+                         script that runs once meets the library (with --peers=mhsa-alloc:
+                         the naive-user mode, every result allocated by the call)
   --dtype fp32|bf16      only the workloads in float32, or those where mhsa's weights are
                          bf16 (*_bf16: % of the bf16 peak; peers stay float32)
   --check                run every workload once at a small size and verify it; no timing
@@ -112,6 +114,7 @@ export function parseArgs(argv: readonly string[]): Options {
   let check = false;
   let interleave = false;
   let freshProcess = false;
+  let freshProcessRounds = 3;
   let childRow: string | undefined;
   let dtype: 'fp32' | 'bf16' | undefined;
 
@@ -207,8 +210,8 @@ export function parseArgs(argv: readonly string[]): Options {
         interleave = true;
         break;
       case '--fresh-process':
-        noValue();
         freshProcess = true;
+        if (inline !== undefined) freshProcessRounds = positiveInt('--fresh-process', inline);
         break;
       case '--child-row': {
         const v = value();
@@ -267,6 +270,7 @@ export function parseArgs(argv: readonly string[]): Options {
     check,
     interleave,
     freshProcess,
+    freshProcessRounds,
     ...(childRow !== undefined ? { childRow } : {}),
     ...(dtype !== undefined ? { dtype } : {}),
   };

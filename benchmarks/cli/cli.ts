@@ -293,12 +293,10 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
   }
 }
 
-/** Child processes per --fresh-process row; the row reports the one with the median time. */
-const FRESH_PROCESS_ROUNDS = 3;
-
 /**
  * The --fresh-process rows of one workload and thread count: each impl timed
- * and verified in FRESH_PROCESS_ROUNDS child processes, in an order that
+ * and verified in --fresh-process=N child processes (the row reports the one
+ * with the median time), in an order that
  * reverses every round (so a drift in the host's speed reaches every impl
  * alike), then rated against this run's peaks.
  */
@@ -313,7 +311,7 @@ async function freshProcessRows(
 ): Promise<void> {
   const runs: Omit<Row, 'problem'>[][] = entries.map(() => []);
   const failed = new Set<number>();
-  for (let round = 0; round < FRESH_PROCESS_ROUNDS; round++) {
+  for (let round = 0; round < ctx.opts.freshProcessRounds; round++) {
     const order = entries.map((_, i) => i);
     if (round % 2) order.reverse();
     for (const i of order) {
@@ -340,7 +338,7 @@ async function freshProcessRows(
       row.max_ms = Math.max(...runs[i].map((r) => r.max_ms!));
       row.samples = runs[i].reduce((n, r) => n + r.samples!, 0);
       row.rss_mb = Math.max(...runs[i].map((r) => r.rss_mb ?? 0));
-      row.note = `median of ${runs[i].length} processes: ${runs[i].map((r) => fmtMedian(r.median_ms!)).join(', ')} ms`;
+      row.note = `median of ${runs[i].length} process${runs[i].length > 1 ? 'es' : ''}: ${runs[i].map((r) => fmtMedian(r.median_ms!)).join(', ')} ms`;
     } else {
       ctx.loud(`mhsa-bench: ${impl.name} on ${w.name} (${threads} thr): ${bad.note}`);
     }

@@ -7,12 +7,13 @@
  *   node benchmarks/tools/out-vs-allocate.js [rounds = 20] allocate   only the allocating form
  *   node benchmarks/tools/out-vs-allocate.js [rounds = 20] out        only the `out` form
  *
- * A new Float32Array is often memory fresh from the OS (glibc returns large
- * freed blocks), so the kernel's first writes to it fault pages in and the
- * allocator zeroes it. How often depends on what else the process allocates:
- * alternating bursts in one process let the allocator reuse blocks, while a
- * process that only allocates (the second form, against the third run right
- * after it) shows the worst case. Prints the median ms per call of each op.
+ * A result of 64 KiB or more comes from the result pool (docs/design/result-pool.md):
+ * memory of results already collected, so what the allocating form still pays
+ * is the garbage collection that gives blocks back and their rotation through
+ * the cache. Alternating bursts in one process show the steady state; a process
+ * that only allocates (the second form, against the third run right after it)
+ * shows a script's. MHSA_RESULT_POOL_BYTES=0 gives the plain allocation to
+ * compare with. Prints the median ms per call of each op.
  */
 const path = require('node:path');
 const m = require(path.resolve(__dirname, '..', '..'));
