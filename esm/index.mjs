@@ -23,6 +23,7 @@ export const {
   setNumThreads,
   getNumThreads,
   setAllocationLimit,
+  setResultPoolLimit,
   getAllocationLimit,
   loadSafetensors,
   loadSafetensorsAsync,

@@ -43,6 +43,9 @@ struct MhsaBufferPinning {
   // buffers fail there too. On any result but kMhsaCreated, memory stays the caller's.
   MhsaNewBufferResult (*newArrayBuffer)(void* memory, size_t bytes, MhsaFreeMemory free_memory, void* hint,
                                         napi_value* result);
+  // Runs the check V8 makes before it allocates a buffer itself, which
+  // newArrayBuffer's memory skips: a scavenge once young buffers pile up.
+  void (*runYoungGenerationCheck)(void);
 };
 
 }  // extern "C"

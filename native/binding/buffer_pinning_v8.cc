@@ -60,14 +60,6 @@ MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory fr
   static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) return kMhsaNotCreated;
-  // When V8 allocates a buffer's memory itself, it first checks the young
-  // generation: once young buffers hold more than twice the semi-space, it
-  // runs a scavenge, which finds the results a loop has dropped within
-  // microseconds. Memory handed in from outside skips that check, and only
-  // the external-memory limit, a full mark-compact every ~64 MiB, found them:
-  // 6144 x 512 softmax results took 1.6-2.1 ms against 1.0-1.3 allocated
-  // plainly. Allocating one byte through V8 runs the check (result-pool.md).
-  { std::unique_ptr<v8::BackingStore> check = v8::ArrayBuffer::NewBackingStore(isolate, 1); }
   std::shared_ptr<v8::BackingStore> store = v8::ArrayBuffer::NewBackingStore(memory, bytes, free_memory, hint);
   v8::Local<v8::Value> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
   std::memcpy(static_cast<void*>(result), &buffer, sizeof(buffer));
@@ -75,7 +67,19 @@ MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory fr
 #endif
 }
 
-constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer};
+// When V8 allocates a buffer's memory itself, it first checks the young
+// generation: once young buffers hold more than twice the semi-space, it runs
+// a scavenge, which finds the results a loop has dropped within a fraction of
+// a millisecond. Memory handed in from outside skips that check, and only the
+// external-memory limit, a full mark-compact every ~64 MiB, found them.
+// Allocating one byte through V8 runs the check (result-pool.md).
+void runYoungGenerationCheck() {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (isolate == nullptr) return;
+  std::unique_ptr<v8::BackingStore> oneByte = v8::ArrayBuffer::NewBackingStore(isolate, 1);
+}
+
+constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer, runYoungGenerationCheck};
 
 }  // namespace
 

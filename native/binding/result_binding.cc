@@ -34,6 +34,9 @@ Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, "pooledResult: n must be a non-negative safe integer");
   if (n * 4 > static_cast<double>(SIZE_MAX >> 2) || unavailableReason() != nullptr) return env.Null();
   const size_t bytes = static_cast<size_t>(n) * 4;
+  // First, so that the blocks of results this scavenge finds dead, the most
+  // recently written among them, can serve this result.
+  bufferPinning()->runYoungGenerationCheck();
   void* memory = acquireResultBlock(bytes);
   if (memory == nullptr) return env.Null();
   napi_value buffer;
