@@ -18,6 +18,9 @@
     "mhsa_pinning_module%": 0,
     "mhsa_linux_prebuild_ldflags": [
       "-static-libstdc++", "-Wl,--exclude-libs,ALL", "-s",
+      # Never unmapped: a worker that loads them and exits would otherwise unload them under
+      # the main thread's pointers to the pinning table and the result pool's deleter.
+      "-Wl,-z,nodelete",
       "<!@(node -p \"require('./native/sources.json').linuxPrebuildWrapped.map((s) => '-Wl,--wrap=' + s).join(' ')\")"
     ]
   },

@@ -40,7 +40,6 @@ function formatBytes(n: number): string {
  */
 export function setAllocationLimit(bytes: number): void {
   limitBytes = positiveInteger('setAllocationLimit', 'bytes', bytes);
-  keepResultPoolWithinLimit();
 }
 
 /** The current per-call allocation limit in bytes (see {@link setAllocationLimit}). */
@@ -114,31 +113,19 @@ export function allocateResultFloats(fn: string, what: string, n: number): Float
 }
 
 // The result pool (native/runtime/result_pool.h, docs/design/result-pool.md): one per process,
-// shared by every worker thread. Each realm keeps it within its own allocation limit.
+// shared by every worker thread; its limit starts at MHSA_RESULT_POOL_BYTES, read natively once.
 const poolMinBytes = native.resultPool().minBytes;
-
-function keepResultPoolWithinLimit(): void {
-  if (native.resultPool().limitBytes > limitBytes) native.setResultPoolLimit(limitBytes);
-}
-
-function initialResultPoolLimit(): void {
-  const env = process.env.MHSA_RESULT_POOL_BYTES;
-  if (env !== undefined && /^\d+$/.test(env) && Number(env) < native.resultPool().limitBytes) {
-    native.setResultPoolLimit(Number(env));
-  }
-  keepResultPoolWithinLimit();
-}
-initialResultPoolLimit();
 
 /**
  * Sets the most bytes of free memory the result pool keeps. A result that an
  * op allocates (no `out`) of 64 KiB or more comes from the pool: memory that
  * an earlier, collected result used, already faulted in, instead of fresh
  * pages the OS must map and zero on first write. The pool is shared by every
- * thread of the process and never holds more than this limit, nor more than
- * the allocation limit ({@link setAllocationLimit} lowers it to fit). Results
- * still in use do not count: they are ordinary ArrayBuffers to JS. 0 turns
- * the pool off, and so does MHSA_RESULT_POOL_BYTES=0; the default is 256 MiB.
+ * thread of the process (the last call sets it for all) and never holds more
+ * than this limit, which may not exceed the caller's allocation limit. Results
+ * still in use do not count: they are ordinary ArrayBuffers to JS, each
+ * checked against the allocation limit. 0 turns the pool off; the default is
+ * MHSA_RESULT_POOL_BYTES, else 256 MiB.
  *
  * @example
  * setResultPoolLimit(64 * 2 ** 20); // keep at most 64 MiB of free result memory

@@ -315,10 +315,10 @@ describe('mhsa-bench --fresh-process', () => {
       '--min-time', '0.02', '--repeat', '3', '--json', '-']);
     expect(r.status).toBe(0);
     const report = JSON.parse(r.stdout) as {
-      settings: { fresh_process: boolean };
+      settings: { fresh_process: number };
       results: (JsonRow & { samples: number | null; median_ms: number | null; note: string | null; vs_mhsa: number | null })[];
     };
-    expect(report.settings.fresh_process).toBe(true);
+    expect(report.settings.fresh_process).toBe(3);
     expect(report.results.map((x) => `${x.impl}:${x.status}`)).toEqual(['mhsa:ok', 'mhsa-alloc:ok']);
     for (const row of report.results) {
       // Three processes of at least three timed calls each; the row is the median process.

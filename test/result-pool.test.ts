@@ -34,13 +34,13 @@ import { pickSeed, poisoned, randomFloat32, rngFor, type Rng } from './helpers/r
 
 const SEED = pickSeed();
 const gc = getGc()!;
-const DEFAULT_LIMIT = info().resultPool.limitBytes;
+const POOL_LIMIT = 256 * 2 ** 20;
 
 const random = (rng: Rng, n: number, scale = 1): Float32Array => randomFloat32(rng, n).map((v) => v * scale);
 
 function emptyPool(): void {
   setResultPoolLimit(0);
-  setResultPoolLimit(DEFAULT_LIMIT);
+  setResultPoolLimit(POOL_LIMIT);
 }
 
 /** Collects garbage until the pool holds at least `blocks` free blocks (V8 may sweep on a background thread). */
@@ -99,8 +99,11 @@ async function checkOp(label: string, shape: number[], sizes: number[], run: (ou
 }
 
 describe(`result pool (seed ${SEED})`, () => {
+  beforeAll(() => {
+    setResultPoolLimit(POOL_LIMIT);
+  });
   afterEach(() => {
-    setResultPoolLimit(DEFAULT_LIMIT);
+    setResultPoolLimit(POOL_LIMIT);
   });
 
   test('results of 64 KiB and more come from the pool; smaller ones and the pool itself are reported', async () => {
@@ -114,11 +117,13 @@ describe(`result pool (seed ${SEED})`, () => {
     let big: Tensor | null = softmax(tensor(random(rng, 197 * 1000), [197, 1000]));
     const afterBig = info().resultPool;
     expect(afterBig.misses).toBe(before.misses + 1);
-    expect(afterBig.liveBytes).toBeGreaterThanOrEqual(197 * 1000 * 4);
-    expect(afterBig.liveBytes).toBeLessThanOrEqual(197 * 1000 * 4 * 1.125);
+    // Earlier files' results may be collected meanwhile: the block is what liveBytes grew by.
+    const block = afterBig.liveBytes - before.liveBytes;
+    expect(block).toBeGreaterThanOrEqual(197 * 1000 * 4);
+    expect(block).toBeLessThanOrEqual(197 * 1000 * 4 * 1.125);
     big = null;
     await collectUntilHeld(1);
-    expect(info().resultPool.heldBytes).toBe(afterBig.liveBytes - before.liveBytes);
+    expect(info().resultPool.heldBytes).toBeGreaterThanOrEqual(block);
     const again = softmax(tensor(random(rng, 197 * 1000), [197, 1000]));
     expect(info().resultPool.hits).toBe(afterBig.hits + 1);
     expect(again.data.length).toBe(197 * 1000);
@@ -219,11 +224,14 @@ describe(`result pool (seed ${SEED})`, () => {
 
     const allocationLimit = getAllocationLimit();
     try {
+      // The pool may not be set above the caller's allocation limit; lowering that limit leaves the pool alone.
       setAllocationLimit(2 * 2 ** 20);
-      expect(info().resultPool.limitBytes).toBe(2 * 2 ** 20);
-      expect(info().resultPool.heldBytes).toBeLessThanOrEqual(2 * 2 ** 20);
+      expect(info().resultPool.limitBytes).toBe(3 * 2 ** 20);
       expect(() => setResultPoolLimit(2 * 2 ** 20 + 1)).toThrow(RangeError);
       expect(() => setResultPoolLimit(2 * 2 ** 20 + 1)).toThrow(/setResultPoolLimit: bytes must be an integer from 0 to the allocation limit \(2097152\), received 2097153/);
+      setResultPoolLimit(2 * 2 ** 20);
+      expect(info().resultPool.limitBytes).toBe(2 * 2 ** 20);
+      expect(info().resultPool.heldBytes).toBeLessThanOrEqual(2 * 2 ** 20);
     } finally {
       setAllocationLimit(allocationLimit);
     }
@@ -258,7 +266,7 @@ test('MHSA_RESULT_POOL_BYTES=0 starts a process with the pool off', () => {
     env: { ...process.env, MHSA_RESULT_POOL_BYTES: '0' },
     encoding: 'utf8',
   });
-  expect(r.stderr).toBe('');
+  expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
   const out = JSON.parse(r.stdout) as { p: { enabled: boolean; limitBytes: number; misses: number }; first: number; last: number };
   expect(out.p).toMatchObject({ enabled: false, limitBytes: 0, misses: 0 });
   expect(out.first).toBeCloseTo(0.001, 7);

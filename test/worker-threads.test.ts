@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { attention, attentionAsync, info, matmul, matmulAsync, softmax, softmaxAsync, type Tensor } from '../lib';
+import { attention, attentionAsync, info, matmul, matmulAsync, setResultPoolLimit, softmax, softmaxAsync, type Tensor } from '../lib';
 import { getGc } from './helpers/gc';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -329,6 +329,7 @@ parentPort.once('message', ({ data }) => {
 
 test('pooled results transferred to and from a worker stay valid, there and after the worker exits', async () => {
   const gc = getGc()!;
+  setResultPoolLimit(256 * 2 ** 20);
   const x: Tensor = { data: REF.makeRng(11)(200 * 1000, 4), shape: [200, 1000] };
   const sent = softmax(x);
   expect(info().resultPool.liveBytes).toBeGreaterThanOrEqual(200 * 1000 * 4);

@@ -557,7 +557,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         min_time_s: opts.minTime,
         repeat: opts.repeat,
         interleave: opts.interleave,
-        fresh_process: opts.freshProcess,
+        fresh_process: opts.freshProcess ? opts.freshProcessRounds : 0,
         tolerance: TOLERANCE,
       },
       impls: implInfo,

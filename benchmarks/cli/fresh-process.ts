@@ -42,14 +42,16 @@ export function rowInChild(opts: Options, workload: string, impl: string, thread
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
     child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     child.on('error', reject);
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       try {
-        const rows = JSON.parse(stdout) as Omit<Row, 'problem'>[];
+        // The row is the last line: a peer may print before it.
+        const rows = JSON.parse(stdout.trim().split('\n').pop() ?? '') as Omit<Row, 'problem'>[];
         if (rows.length !== 1) throw new Error(`expected one row, received ${rows.length}`);
         resolve(rows[0]);
       } catch (e) {
         const last = stderr.trim().split('\n').pop() ?? '';
-        reject(new Error(`the row's process exited with code ${code}: ${(e as Error).message}${last ? `; it said: ${last}` : ''}`));
+        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+        reject(new Error(`the row's process ${how}: ${(e as Error).message}${last ? `; it said: ${last}` : ''}`));
       }
     });
   });

@@ -161,8 +161,8 @@ export interface Report {
     min_time_s: number;
     repeat: number;
     interleave: boolean;
-    /** Each row timed in a new process (--fresh-process); absent in older reports. */
-    fresh_process?: boolean;
+    /** Processes per row with --fresh-process=N, 0 without; absent in older reports. */
+    fresh_process?: number;
     tolerance: number;
   };
   impls: ImplInfo[];

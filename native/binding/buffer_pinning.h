@@ -23,7 +23,12 @@ extern "C" {
 
 enum MhsaHoldResult { kMhsaHeld = 0, kMhsaNothingToHold = 1, kMhsaResizable = 2, kMhsaOutOfMemory = 3 };
 
-enum MhsaNewBufferResult { kMhsaCreated = 0, kMhsaExternalNotAllowed = 1, kMhsaNotCreated = 2 };
+enum MhsaNewBufferResult {
+  kMhsaCreated = 0,
+  kMhsaExternalNotAllowed = 1,
+  kMhsaNotCreated = 2,        // memory is still the caller's
+  kMhsaNotCreatedFreed = 3,   // failed after V8 took memory: free_memory has already been called
+};
 
 typedef void (*MhsaFreeMemory)(void* memory, size_t bytes, void* hint);
 
@@ -40,7 +45,7 @@ struct MhsaBufferPinning {
   // on any thread, even after the environment that made it has ended.
   // kMhsaExternalNotAllowed where the engine keeps ArrayBuffer memory in its
   // own sandbox (V8_ENABLE_SANDBOX, as in Electron): Node-API's external
-  // buffers fail there too. On any result but kMhsaCreated, memory stays the caller's.
+  // buffers fail there too.
   MhsaNewBufferResult (*newArrayBuffer)(void* memory, size_t bytes, MhsaFreeMemory free_memory, void* hint,
                                         napi_value* result);
   // Runs the check V8 makes before it allocates a buffer itself, which

@@ -39,7 +39,7 @@ MhsaHoldResult hold(napi_value value, void** handle) {
   if (buffer.IsEmpty() || buffer->IsSharedArrayBuffer()) return kMhsaNothingToHold;
   Held store = buffer->GetBackingStore();
   if (store->IsResizableByUserJavaScript()) return kMhsaResizable;
-  // malloc, not new: no C++ runtime is needed on this side for it.
+  // malloc, not new: its failure is a status, never an exception across the table.
   void* memory = std::malloc(sizeof(Held));
   if (memory == nullptr) return kMhsaOutOfMemory;
   *handle = new (memory) Held(std::move(store));
@@ -60,10 +60,20 @@ MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory fr
   static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) return kMhsaNotCreated;
-  std::shared_ptr<v8::BackingStore> store = v8::ArrayBuffer::NewBackingStore(memory, bytes, free_memory, hint);
-  v8::Local<v8::Value> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
-  std::memcpy(static_cast<void*>(result), &buffer, sizeof(buffer));
-  return kMhsaCreated;
+  // No exception crosses the table: allocating the BackingStore or the
+  // shared_ptr's control block can throw, and once the BackingStore owns the
+  // memory its destructor has given it back already.
+  bool taken = false;
+  try {
+    std::unique_ptr<v8::BackingStore> owner = v8::ArrayBuffer::NewBackingStore(memory, bytes, free_memory, hint);
+    taken = true;
+    std::shared_ptr<v8::BackingStore> store(std::move(owner));
+    v8::Local<v8::Value> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
+    std::memcpy(static_cast<void*>(result), &buffer, sizeof(buffer));
+    return kMhsaCreated;
+  } catch (...) {
+    return taken ? kMhsaNotCreatedFreed : kMhsaNotCreated;
+  }
 #endif
 }
 
@@ -76,7 +86,11 @@ MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory fr
 void runYoungGenerationCheck() {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) return;
-  std::unique_ptr<v8::BackingStore> oneByte = v8::ArrayBuffer::NewBackingStore(isolate, 1);
+  try {
+    std::unique_ptr<v8::BackingStore> oneByte = v8::ArrayBuffer::NewBackingStore(isolate, 1);
+  } catch (...) {
+    // Only the check is lost.
+  }
 }
 
 constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer, runYoungGenerationCheck};

@@ -16,10 +16,24 @@ std::atomic<bool> externalRefused{false};
 
 void giveBack(void* memory, size_t bytes, void* /*hint*/) { releaseResultBlock(memory, bytes); }
 
+// Whether this runtime refuses ArrayBuffers over outside memory (the V8
+// sandbox), as Node-API itself says: the V8 table knows only how it was built.
+bool runtimeRefusesExternalMemory(napi_env env) {
+  static char probe[8];
+  napi_value buffer;
+  return napi_create_external_arraybuffer(env, probe, sizeof probe, nullptr, nullptr, &buffer) ==
+         napi_no_external_buffers_allowed;
+}
+
 // Why results cannot come from the pool in this process, or nullptr if they can.
-const char* unavailableReason() {
+const char* unavailableReason(napi_env env) {
+  static std::atomic<int> probed{0};  // 0 not yet, 1 allowed
   const MhsaBufferPinning* v8 = bufferPinning();
   if (v8 == nullptr) return "no buffer-pinning module for this Node";
+  if (probed.load() == 0 && !externalRefused.load()) {
+    if (runtimeRefusesExternalMemory(env)) externalRefused.store(true);
+    probed.store(1);
+  }
   if (externalRefused.load()) return "this runtime does not allow external ArrayBuffer memory";
   return nullptr;
 }
@@ -32,8 +46,9 @@ Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
   const double n = info[0].As<Napi::Number>().DoubleValue();
   if (!(n >= 0 && n <= 9007199254740991.0) || n != std::floor(n))
     throw Napi::RangeError::New(env, "pooledResult: n must be a non-negative safe integer");
-  if (n * 4 > static_cast<double>(SIZE_MAX >> 2) || unavailableReason() != nullptr) return env.Null();
+  if (n * 4 > static_cast<double>(SIZE_MAX >> 2) || unavailableReason(env) != nullptr) return env.Null();
   const size_t bytes = static_cast<size_t>(n) * 4;
+  if (!resultPoolServes(bytes)) return env.Null();
   // First, so that the blocks of results this scavenge finds dead, the most
   // recently written among them, can serve this result.
   bufferPinning()->runYoungGenerationCheck();
@@ -42,7 +57,7 @@ Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
   napi_value buffer;
   const MhsaNewBufferResult made = bufferPinning()->newArrayBuffer(memory, bytes, giveBack, nullptr, &buffer);
   if (made != kMhsaCreated) {
-    releaseResultBlock(memory, bytes);
+    if (made != kMhsaNotCreatedFreed) freeResultBlock(memory, bytes);
     if (made == kMhsaExternalNotAllowed) externalRefused.store(true);
     return env.Null();
   }
@@ -57,7 +72,7 @@ Napi::Value resultPoolBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const ResultPoolStats s = resultPoolStats();
   Napi::Object r = Napi::Object::New(env);
-  const char* reason = unavailableReason();
+  const char* reason = unavailableReason(env);
   if (reason != nullptr)
     r.Set("unavailable", reason);
   else

@@ -1,5 +1,7 @@
 #include "result_pool.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -18,6 +20,14 @@ struct Block {
 };
 
 void freeBlock(const Block& b) { ::operator delete(b.memory, std::align_val_t(kBlockAlignment)); }
+
+// MHSA_RESULT_POOL_BYTES, read once per process (every worker shares the pool), else 256 MiB.
+size_t initialLimit() {
+  const char* env = std::getenv("MHSA_RESULT_POOL_BYTES");
+  if (env == nullptr || *env == '\0' || std::strspn(env, "0123456789") != std::strlen(env) || std::strlen(env) > 15)
+    return kDefaultLimitBytes;
+  return static_cast<size_t>(std::strtoull(env, nullptr, 10));
+}
 
 class Pool {
  public:
@@ -45,12 +55,12 @@ class Pool {
     return memory;
   }
 
-  void release(void* memory, size_t bytes) {
+  void release(void* memory, size_t bytes, bool keep = true) {
     std::vector<Block> evicted;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       live_ -= bytes;
-      if (bytes > limit_) {
+      if (!keep || bytes > limit_) {
         evicted.push_back({memory, bytes});
       } else {
         size_t drop = 0;
@@ -82,6 +92,11 @@ class Pool {
     for (const Block& b : evicted) freeBlock(b);
   }
 
+  bool serves(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes <= limit_;
+  }
+
   ResultPoolStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return {limit_, held_, free_.size(), live_, hits_, misses_};
@@ -90,7 +105,7 @@ class Pool {
  private:
   std::mutex mutex_;
   std::vector<Block> free_;  // oldest given back first
-  size_t limit_ = kDefaultLimitBytes;
+  size_t limit_ = initialLimit();
   size_t held_ = 0;
   size_t live_ = 0;
   uint64_t hits_ = 0;
@@ -114,6 +129,12 @@ size_t resultBlockBytes(size_t bytes) {
   return (bytes + step - 1) & ~(step - 1);
 }
 
+bool resultPoolServes(size_t bytes) {
+  if (bytes < kMinPooledResultBytes) return false;
+  const size_t block = resultBlockBytes(bytes);
+  return block != 0 && pool().serves(block);
+}
+
 void* acquireResultBlock(size_t bytes) {
   if (bytes < kMinPooledResultBytes) return nullptr;
   const size_t block = resultBlockBytes(bytes);
@@ -121,6 +142,10 @@ void* acquireResultBlock(size_t bytes) {
 }
 
 void releaseResultBlock(void* memory, size_t bytes) { pool().release(memory, resultBlockBytes(bytes)); }
+
+void freeResultBlock(void* memory, size_t bytes) {
+  pool().release(memory, resultBlockBytes(bytes), /*keep=*/false);
+}
 
 void setResultPoolLimit(size_t bytes) { pool().setLimit(bytes); }
 

@@ -37,12 +37,20 @@ size_t resultBlockBytes(size_t bytes);
 // (limit 0), bytes is below kMinPooledResultBytes, or allocation fails.
 void* acquireResultBlock(size_t bytes);
 
+// Whether a result of `bytes` can come from the pool: large enough, and its
+// block within the limit (a larger block could never be kept for reuse).
+bool resultPoolServes(size_t bytes);
+
 // Gives back a block that acquireResultBlock(bytes) returned, from any thread.
 // It is kept if it fits the limit, evicting the least recently given back
 // blocks as needed; otherwise it is freed.
 void releaseResultBlock(void* block, size_t bytes);
 
+// Frees a block that acquireResultBlock(bytes) returned without keeping it.
+void freeResultBlock(void* block, size_t bytes);
+
 // Sets the most bytes of free blocks the pool keeps, freeing any beyond it.
+// It starts at MHSA_RESULT_POOL_BYTES (read once per process), else 256 MiB.
 void setResultPoolLimit(size_t bytes);
 
 ResultPoolStats resultPoolStats();
