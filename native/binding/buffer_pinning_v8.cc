@@ -60,20 +60,28 @@ MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory fr
   static_assert(sizeof(v8::Local<v8::Value>) == sizeof(napi_value), "napi_value is a v8::Local");
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) return kMhsaNotCreated;
-  // No exception crosses the table: allocating the BackingStore or the
-  // shared_ptr's control block can throw, and once the BackingStore owns the
-  // memory its destructor has given it back already.
+  // No exception crosses the table. Where this side has exceptions (linked
+  // into a source build), allocating the BackingStore or the shared_ptr's
+  // control block may throw: once the BackingStore owns the memory, its
+  // destructor has given it back already. The prebuilt module is built
+  // without exceptions, and there an allocation failure ends the process.
   bool taken = false;
+#if defined(__cpp_exceptions)
   try {
+#endif
     std::unique_ptr<v8::BackingStore> owner = v8::ArrayBuffer::NewBackingStore(memory, bytes, free_memory, hint);
     taken = true;
     std::shared_ptr<v8::BackingStore> store(std::move(owner));
     v8::Local<v8::Value> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
     std::memcpy(static_cast<void*>(result), &buffer, sizeof(buffer));
     return kMhsaCreated;
+#if defined(__cpp_exceptions)
   } catch (...) {
     return taken ? kMhsaNotCreatedFreed : kMhsaNotCreated;
   }
+#else
+  (void)taken;
+#endif
 #endif
 }
 
@@ -86,11 +94,15 @@ MhsaNewBufferResult newArrayBuffer(void* memory, size_t bytes, MhsaFreeMemory fr
 void runYoungGenerationCheck() {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) return;
+#if defined(__cpp_exceptions)
   try {
     std::unique_ptr<v8::BackingStore> oneByte = v8::ArrayBuffer::NewBackingStore(isolate, 1);
   } catch (...) {
     // Only the check is lost.
   }
+#else
+  std::unique_ptr<v8::BackingStore> oneByte = v8::ArrayBuffer::NewBackingStore(isolate, 1);
+#endif
 }
 
 constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer, runYoungGenerationCheck};
