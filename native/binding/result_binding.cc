@@ -2,6 +2,7 @@
 // memory returns to the pool when V8 frees it (docs/design/result-pool.md).
 #include <atomic>
 #include <cmath>
+#include <string>
 
 #include "../runtime/result_pool.h"
 #include "async_job.h"
@@ -10,9 +11,10 @@
 namespace mhsa {
 namespace {
 
-// Set once the engine refuses external memory (the V8 sandbox): from then on
-// every result is plain, without asking again.
-std::atomic<bool> externalRefused{false};
+// Whether the engine takes ArrayBuffers over outside memory: asked once, and
+// set to refused also when the V8 table says so (the V8 sandbox).
+enum class External { Unknown, Allowed, Refused };
+std::atomic<External> external{External::Unknown};
 
 void giveBack(void* memory, size_t bytes, void* /*hint*/) { releaseResultBlock(memory, bytes); }
 
@@ -27,25 +29,28 @@ bool runtimeRefusesExternalMemory(napi_env env) {
 
 // Why results cannot come from the pool in this process, or nullptr if they can.
 const char* unavailableReason(napi_env env) {
-  static std::atomic<int> probed{0};  // 0 not yet, 1 allowed
-  const MhsaBufferPinning* v8 = bufferPinning();
-  if (v8 == nullptr) return "no buffer-pinning module for this Node";
-  if (probed.load() == 0 && !externalRefused.load()) {
-    if (runtimeRefusesExternalMemory(env)) externalRefused.store(true);
-    probed.store(1);
-  }
-  if (externalRefused.load()) return "this runtime does not allow external ArrayBuffer memory";
+  if (bufferPinning() == nullptr) return "no buffer-pinning module for this Node";
+  if (external.load() == External::Unknown)
+    external.store(runtimeRefusesExternalMemory(env) ? External::Refused : External::Allowed);
+  if (external.load() == External::Refused) return "this runtime does not allow external ArrayBuffer memory";
   return nullptr;
+}
+
+// info[0] as a non-negative safe integer, or a TypeError / RangeError naming fn and what.
+double nonNegativeSafeInteger(const Napi::CallbackInfo& info, const char* fn, const char* what) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, std::string(fn) + ": " + what + " must be a number");
+  const double x = info[0].As<Napi::Number>().DoubleValue();
+  if (!(x >= 0 && x <= 9007199254740991.0) || x != std::floor(x))
+    throw Napi::RangeError::New(env, std::string(fn) + ": " + what + " must be a non-negative safe integer");
+  return x;
 }
 
 }  // namespace
 
 Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "pooledResult: n must be a number");
-  const double n = info[0].As<Napi::Number>().DoubleValue();
-  if (!(n >= 0 && n <= 9007199254740991.0) || n != std::floor(n))
-    throw Napi::RangeError::New(env, "pooledResult: n must be a non-negative safe integer");
+  const double n = nonNegativeSafeInteger(info, "pooledResult", "n");
   if (n * 4 > static_cast<double>(SIZE_MAX >> 2) || unavailableReason(env) != nullptr) return env.Null();
   const size_t bytes = static_cast<size_t>(n) * 4;
   if (!resultPoolServes(bytes)) return env.Null();
@@ -58,7 +63,7 @@ Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
   const MhsaNewBufferResult made = bufferPinning()->newArrayBuffer(memory, bytes, giveBack, nullptr, &buffer);
   if (made != kMhsaCreated) {
     if (made != kMhsaNotCreatedFreed) freeResultBlock(memory, bytes);
-    if (made == kMhsaExternalNotAllowed) externalRefused.store(true);
+    if (made == kMhsaExternalNotAllowed) external.store(External::Refused);
     return env.Null();
   }
   // On failure the buffer, unreferenced, is collected and its block returns to the pool.
@@ -88,13 +93,8 @@ Napi::Value resultPoolBinding(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value setResultPoolLimitBinding(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "setResultPoolLimit: bytes must be a number");
-  const double bytes = info[0].As<Napi::Number>().DoubleValue();
-  if (!(bytes >= 0 && bytes <= 9007199254740991.0) || bytes != std::floor(bytes))
-    throw Napi::RangeError::New(env, "setResultPoolLimit: bytes must be a non-negative safe integer");
-  setResultPoolLimit(static_cast<size_t>(bytes));
-  return env.Undefined();
+  setResultPoolLimit(static_cast<size_t>(nonNegativeSafeInteger(info, "setResultPoolLimit", "bytes")));
+  return info.Env().Undefined();
 }
 
 }  // namespace mhsa
