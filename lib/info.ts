@@ -76,7 +76,7 @@ const VERSION = packageVersion();
  * // { version: '0.1.0', isa: 'avx512', bf16: 'amx', blas: null, threads: 2, activeThreads: 0,
  * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true,
  * //   resultPool: { enabled: true, fallback: null, limitBytes: 268435456, heldBytes: 12582912,
- * //                 liveBytes: 0, hits: 41, misses: 3 } }
+ * //                 liveBytes: 0, hits: 41, misses: 3, countedFreeBytes: 12582912 } }
  */
 export function info(): MhsaInfo {
   const n = native.info();

@@ -156,6 +156,12 @@ export interface ResultPoolInfo {
   hits: number;
   /** Results that needed new memory. */
   misses: number;
+  /**
+   * Bytes of the pool's free memory that this thread has added to V8's count of external memory
+   * (the count that starts collections as it grows), at most `heldBytes`. With it, reusing a kept
+   * block is not new memory to V8's collector; only new memory makes the count grow.
+   */
+  countedFreeBytes: number;
 }
 
 export function resultPoolInfo(): ResultPoolInfo {
@@ -168,5 +174,6 @@ export function resultPoolInfo(): ResultPoolInfo {
     liveBytes: p.liveBytes,
     hits: p.hits,
     misses: p.misses,
+    countedFreeBytes: p.countedFreeBytes,
   };
 }

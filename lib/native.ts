@@ -53,6 +53,9 @@ export interface NativeAddon {
     liveBytes: number;
     hits: number;
     misses: number;
+    countedFreeBytes: number;
+    /** V8's count of external memory, which starts collections as it grows (tests only). */
+    engineExternalBytes: number;
   };
   setResultPoolLimit(bytes: number): void;
   /** Holds async calls' buffers with a buffer-pinning module's `pinning` export (native/binding/buffer_pinning.h). */

@@ -17,7 +17,7 @@ if [ "$(node -p process.platform)" != linux ]; then
   echo "test-node-versions: the registry's Node builds used here are Linux only; nothing to do"
   exit 0
 fi
-tests=(test/async.test.ts test/lying-values.test.ts test/worker-threads.test.ts test/attention.test.ts test/block.test.ts)
+tests=(test/async.test.ts test/lying-values.test.ts test/worker-threads.test.ts test/result-pool.test.ts test/attention.test.ts test/block.test.ts)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -276,3 +276,77 @@ test('MHSA_RESULT_POOL_BYTES=0 starts a process with the pool off', () => {
   expect(out.first).toBeCloseTo(0.001, 7);
   expect(out.last).toBeCloseTo(0.001, 7);
 });
+
+// In a process of its own, so that nothing else moves V8's count of external memory meanwhile.
+test("the pool's free blocks count in V8's external memory: reusing one is not growth, and nothing drifts", () => {
+  const script = `
+    const m = { ...require(${JSON.stringify(path.resolve(__dirname, '..', 'lib'))}), ...require(${JSON.stringify(path.resolve(__dirname, '..', 'lib', 'native'))}) };
+    const MiB = 2 ** 20;
+    const external = () => m.native.resultPool().engineExternalBytes;
+    const pool = () => m.info().resultPool;
+    // V8 subtracts a freed buffer from its count after the pool has the block back, and may sweep
+    // on a background thread: collect until the pool has its blocks and the count stops moving.
+    async function collectUntil(done) {
+      let last = -1;
+      for (let i = 0; i < 400; i++) {
+        gc();
+        await new Promise((r) => setTimeout(r, 5));
+        if (done() && external() === last) return;
+        last = external();
+      }
+      throw new Error('the pool did not get its blocks back: ' + JSON.stringify(pool()));
+    }
+    // Random sizes, some kept a while, the limit moved once: afterwards the count is exactly what is alive and what the pool keeps.
+    function churn() {
+      let seed = ${SEED} >>> 0;
+      const next = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+      const kept = [];
+      for (let i = 0; i < 300; i++) {
+        const rows = 64 + Math.floor(next() * 6) * 256;
+        const r = m.softmax(m.tensor(new Float32Array(rows * 1024), [rows, 1024]));
+        if (next() < 0.3) kept.push(r);
+        if (kept.length > 4) kept.splice(Math.floor(next() * kept.length), 1);
+        if (i === 150) m.setResultPoolLimit(16 * MiB);
+      }
+    }
+    (async () => {
+      m.setResultPoolLimit(64 * MiB);
+      const x = m.tensor(new Float32Array(MiB).fill(1), [1024, 1024]); // 4 MiB results
+      const base = external();
+      let a = m.softmax(x), b = m.softmax(x);
+      a = b = null;
+      await collectUntil(() => pool().heldBytes === 8 * MiB);
+      const e0 = external();
+      const c = m.softmax(x); // reuses one block; the other now counts as free memory
+      const e1 = external(), counted1 = pool().countedFreeBytes;
+      const d = m.softmax(x); // reuses the other while c is alive
+      const e2 = external(), counted2 = pool().countedFreeBytes;
+      const e = m.softmax(x); // new memory
+      const e3 = external();
+      churn(); // a sync function: no async frame keeps its last result
+      await collectUntil(() => pool().liveBytes === 12 * MiB); // c, d and e
+      const last = m.softmax(x);
+      const settled = pool();
+      console.log(JSON.stringify({
+        reuse: [e1 - e0, e2 - e1, e3 - e2, counted1, counted2],
+        drift: external() - base - (16 * MiB + settled.countedFreeBytes),
+        counted: settled.countedFreeBytes, held: settled.heldBytes,
+        alive: [c, d, e, last].every((t) => t.data[0] > 0),
+      }));
+    })().catch((e) => { console.error(e); process.exit(1); });
+  `;
+  const r = spawnSync(process.execPath, ['--expose-gc', '-r', 'ts-node/register/transpile-only', '-e', script], { encoding: 'utf8' });
+  expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
+  const out = JSON.parse(r.stdout) as { reuse: number[]; drift: number; counted: number; held: number; alive: boolean };
+  const MiB = 2 ** 20;
+  // c: 4 MiB alive plus 4 MiB counted free; d: nothing new; e: 4 MiB of new memory.
+  // Node's own external memory moves by a few KiB meanwhile.
+  const near = (bytes: number) => expect.objectContaining({ near: true, bytes });
+  const within = (got: number, bytes: number) => ({ near: Math.abs(got - bytes) <= 256 * 1024, bytes });
+  expect(out.reuse.slice(0, 3).map((got, i) => within(got, [8 * MiB, 0, 4 * MiB][i]))).toEqual([near(8 * MiB), near(0), near(4 * MiB)]);
+  expect(out.reuse.slice(3)).toEqual([4 * MiB, 0]);
+  expect(within(out.drift, 0)).toEqual(near(0));
+  expect(out.counted).toBeLessThanOrEqual(out.held);
+  expect(out.counted).toBeGreaterThan(0);
+  expect(out.alive).toBe(true);
+});

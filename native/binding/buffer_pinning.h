@@ -18,6 +18,7 @@
 
 #include <node_api.h>
 #include <stddef.h>
+#include <stdint.h>
 
 extern "C" {
 
@@ -51,6 +52,11 @@ struct MhsaBufferPinning {
   // Runs the check V8 makes before it allocates a buffer itself, which
   // newArrayBuffer's memory skips: a scavenge once young buffers pile up.
   void (*runYoungGenerationCheck)(void);
+  // Adds change to the current isolate's count of external memory, the one
+  // that starts collections as it grows, and returns the count (-1 without
+  // an isolate). The caller keeps its own total >= 0: V8 counts buffers
+  // there too, and newer V8 aborts on an underflow.
+  int64_t (*adjustExternalMemory)(int64_t change);
 };
 
 }  // extern "C"
@@ -61,8 +67,8 @@ namespace mhsa {
 const MhsaBufferPinning* v8BufferPinning();
 
 // The type tag of the external that a buffer-pinning module exports as `pinning`.
-// Its last byte is the table's version ('2': newArrayBuffer added), so a module of another
+// Its last byte is the table's version ('3': adjustExternalMemory added), so a module of another
 // release is refused rather than read past its end.
-constexpr napi_type_tag kBufferPinningTag = {0x6d6873612d70696eULL, 0x6e696e672d763032ULL};
+constexpr napi_type_tag kBufferPinningTag = {0x6d6873612d70696eULL, 0x6e696e672d763033ULL};
 
 }  // namespace mhsa

@@ -105,7 +105,20 @@ void runYoungGenerationCheck() {
 #endif
 }
 
-constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer, runYoungGenerationCheck};
+// V8 13 marks this for removal in favour of ExternalMemoryAccounter, which
+// must be back at zero when it is destroyed; the amount here outlives no
+// isolate but has no owner object to hold it. Both reach the same count.
+int64_t adjustExternalMemory(int64_t change) {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (isolate == nullptr) return -1;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  return isolate->AdjustAmountOfExternalAllocatedMemory(change);
+#pragma GCC diagnostic pop
+}
+
+constexpr MhsaBufferPinning kV8BufferPinning = {hold, release, newArrayBuffer, runYoungGenerationCheck,
+                                                adjustExternalMemory};
 
 }  // namespace
 

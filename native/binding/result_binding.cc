@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "../runtime/result_ledger.h"
 #include "../runtime/result_pool.h"
 #include "async_job.h"
 #include "bindings.h"
@@ -16,7 +17,40 @@ namespace {
 enum class External { Unknown, Allowed, Refused };
 std::atomic<External> external{External::Unknown};
 
-void giveBack(void* memory, size_t bytes, void* /*hint*/) { releaseResultBlock(memory, bytes); }
+// This JS thread's ledger (runtime/result_ledger.h), made on its first pooled
+// result. The thread's hold ends with its environment; its results' holds
+// end as V8 frees them, possibly later and on other threads.
+thread_local ResultLedger* threadLedger = nullptr;
+
+ResultLedger* ledgerOf(napi_env env) {
+  if (threadLedger == nullptr) {
+    auto* ledger = new ResultLedger();
+    if (napi_add_env_cleanup_hook(
+            env,
+            [](void* arg) {
+              if (threadLedger == arg) threadLedger = nullptr;
+              static_cast<ResultLedger*>(arg)->release();
+            },
+            ledger) != napi_ok) {
+      ledger->release();
+      return nullptr;
+    }
+    threadLedger = ledger;
+  }
+  return threadLedger;
+}
+
+// Brings V8's count of this thread's free blocks up to date (result_ledger.h).
+void settle(ResultLedger* ledger, size_t taken) {
+  const int64_t change = ledger->settle(taken, resultPoolStats().heldBytes);
+  if (change != 0) bufferPinning()->adjustExternalMemory(change);
+}
+
+void giveBack(void* memory, size_t bytes, void* hint) {
+  auto* ledger = static_cast<ResultLedger*>(hint);
+  if (releaseResultBlock(memory, bytes)) ledger->returned(resultBlockBytes(bytes));
+  ledger->release();
+}
 
 // Whether this runtime refuses ArrayBuffers over outside memory (the V8
 // sandbox), as Node-API itself says: the V8 table knows only how it was built.
@@ -53,16 +87,24 @@ Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
   const double n = nonNegativeSafeInteger(info, "pooledResult", "n");
   if (n * 4 > static_cast<double>(SIZE_MAX >> 2) || unavailableReason(env) != nullptr) return env.Null();
   const size_t bytes = static_cast<size_t>(n) * 4;
-  if (!resultPoolServes(bytes)) return env.Null();
+  ResultLedger* ledger = resultPoolServes(bytes) ? ledgerOf(env) : nullptr;
+  if (ledger == nullptr) return env.Null();
   // First, so that the blocks of results this scavenge finds dead, the most
   // recently written among them, can serve this result.
   bufferPinning()->runYoungGenerationCheck();
-  void* memory = acquireResultBlock(bytes);
+  bool reused = false;
+  void* memory = acquireResultBlock(bytes, &reused);
   if (memory == nullptr) return env.Null();
+  // Before V8 counts the new buffer, so that reusing a block never shows as growth.
+  settle(ledger, reused ? resultBlockBytes(bytes) : 0);
+  ledger->retain();
   napi_value buffer;
-  const MhsaNewBufferResult made = bufferPinning()->newArrayBuffer(memory, bytes, giveBack, nullptr, &buffer);
+  const MhsaNewBufferResult made = bufferPinning()->newArrayBuffer(memory, bytes, giveBack, ledger, &buffer);
   if (made != kMhsaCreated) {
-    if (made != kMhsaNotCreatedFreed) freeResultBlock(memory, bytes);
+    if (made != kMhsaNotCreatedFreed) {
+      freeResultBlock(memory, bytes);
+      ledger->release();
+    }
     if (made == kMhsaExternalNotAllowed) external.store(External::Refused);
     return env.Null();
   }
@@ -89,11 +131,17 @@ Napi::Value resultPoolBinding(const Napi::CallbackInfo& info) {
   r.Set("liveBytes", static_cast<double>(s.liveBytes));
   r.Set("hits", static_cast<double>(s.hits));
   r.Set("misses", static_cast<double>(s.misses));
+  r.Set("countedFreeBytes", static_cast<double>(threadLedger != nullptr ? threadLedger->addedBytes() : 0));
+  // V8's own count of external memory, for tests (process.memoryUsage().external is another figure).
+  r.Set("engineExternalBytes",
+        bufferPinning() != nullptr ? static_cast<double>(bufferPinning()->adjustExternalMemory(0)) : -1.0);
   return r;
 }
 
 Napi::Value setResultPoolLimitBinding(const Napi::CallbackInfo& info) {
   setResultPoolLimit(static_cast<size_t>(nonNegativeSafeInteger(info, "setResultPoolLimit", "bytes")));
+  // The blocks it freed leave this thread's count now; other threads' on their next pooled result.
+  if (threadLedger != nullptr && bufferPinning() != nullptr) settle(threadLedger, 0);
   return info.Env().Undefined();
 }
 

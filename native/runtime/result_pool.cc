@@ -31,7 +31,8 @@ size_t initialLimit() {
 
 class Pool {
  public:
-  void* acquire(size_t bytes) {
+  void* acquire(size_t bytes, bool* reused) {
+    *reused = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (limit_ == 0) return nullptr;
@@ -42,6 +43,7 @@ class Pool {
         held_ -= bytes;
         live_ += bytes;
         ++hits_;
+        *reused = true;
         return memory;
       }
       ++misses_;
@@ -55,8 +57,10 @@ class Pool {
     return memory;
   }
 
-  void release(void* memory, size_t bytes, bool keep = true) {
+  // Whether the block was kept.
+  bool release(void* memory, size_t bytes, bool keep = true) {
     std::vector<Block> evicted;
+    bool kept = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       live_ -= bytes;
@@ -71,10 +75,12 @@ class Pool {
         free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(drop));
         free_.push_back({memory, bytes});
         held_ += bytes;
+        kept = true;
       }
     }
     // Freed outside the lock: returning large blocks to the OS takes a while.
     for (const Block& b : evicted) freeBlock(b);
+    return kept;
   }
 
   void setLimit(size_t bytes) {
@@ -135,13 +141,18 @@ bool resultPoolServes(size_t bytes) {
   return block != 0 && pool().serves(block);
 }
 
-void* acquireResultBlock(size_t bytes) {
-  if (bytes < kMinPooledResultBytes) return nullptr;
-  const size_t block = resultBlockBytes(bytes);
-  return block == 0 ? nullptr : pool().acquire(block);
+void* acquireResultBlock(size_t bytes, bool* reused) {
+  bool fromFreeList = false;
+  void* memory = nullptr;
+  if (bytes >= kMinPooledResultBytes) {
+    const size_t block = resultBlockBytes(bytes);
+    if (block != 0) memory = pool().acquire(block, &fromFreeList);
+  }
+  if (reused != nullptr) *reused = fromFreeList;
+  return memory;
 }
 
-void releaseResultBlock(void* memory, size_t bytes) { pool().release(memory, resultBlockBytes(bytes)); }
+bool releaseResultBlock(void* memory, size_t bytes) { return pool().release(memory, resultBlockBytes(bytes)); }
 
 void freeResultBlock(void* memory, size_t bytes) {
   pool().release(memory, resultBlockBytes(bytes), /*keep=*/false);

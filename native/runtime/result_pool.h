@@ -35,7 +35,8 @@ size_t resultBlockBytes(size_t bytes);
 // A 64-byte aligned block of resultBlockBytes(bytes): the most recently given
 // back free block of that class, or new memory. nullptr if the pool is off
 // (limit 0), bytes is below kMinPooledResultBytes, or allocation fails.
-void* acquireResultBlock(size_t bytes);
+// *reused (if given) says whether the block came from the free blocks.
+void* acquireResultBlock(size_t bytes, bool* reused = nullptr);
 
 // Whether a result of `bytes` can come from the pool: large enough, and its
 // block within the limit (a larger block could never be kept for reuse).
@@ -43,8 +44,8 @@ bool resultPoolServes(size_t bytes);
 
 // Gives back a block that acquireResultBlock(bytes) returned, from any thread.
 // It is kept if it fits the limit, evicting the least recently given back
-// blocks as needed; otherwise it is freed.
-void releaseResultBlock(void* block, size_t bytes);
+// blocks as needed; otherwise it is freed. Returns whether it was kept.
+bool releaseResultBlock(void* block, size_t bytes);
 
 // Frees a block that acquireResultBlock(bytes) returned without keeping it.
 void freeResultBlock(void* block, size_t bytes);

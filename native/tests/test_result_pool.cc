@@ -1,11 +1,14 @@
 // The result pool (runtime/result_pool.h): size classes, reuse of the most
 // recently given back block, the limit with eviction of the oldest blocks,
-// and blocks given back from many threads at once.
+// and blocks given back from many threads at once. And a thread's ledger of
+// the pool's free blocks in its engine's count (runtime/result_ledger.h).
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
+#include "../runtime/result_ledger.h"
 #include "../runtime/result_pool.h"
 #include "check.h"
 
@@ -43,7 +46,9 @@ TEST(result_pool_reuses_the_most_recent_block_of_a_class) {
   resetPool(64 * kMiB);
   CHECK(acquireResultBlock(kMinPooledResultBytes - 4) == nullptr);
   const ResultPoolStats s0 = resultPoolStats();
-  void* a = acquireResultBlock(kMiB);
+  bool reused = true;
+  void* a = acquireResultBlock(kMiB, &reused);
+  CHECK(!reused);
   void* b = acquireResultBlock(kMiB);
   void* c = acquireResultBlock(2 * kMiB);
   CHECK(a != nullptr && b != nullptr && c != nullptr);
@@ -51,13 +56,14 @@ TEST(result_pool_reuses_the_most_recent_block_of_a_class) {
   std::memset(a, 1, kMiB);  // the whole block is usable
   CHECK(resultPoolStats().misses == s0.misses + 3);
   CHECK(resultPoolStats().liveBytes == s0.liveBytes + 4 * kMiB);
-  releaseResultBlock(a, kMiB);
-  releaseResultBlock(c, 2 * kMiB);
-  releaseResultBlock(b, kMiB);
+  CHECK(releaseResultBlock(a, kMiB));
+  CHECK(releaseResultBlock(c, 2 * kMiB));
+  CHECK(releaseResultBlock(b, kMiB));
   CHECK(resultPoolStats().heldBytes == 4 * kMiB);
   CHECK(resultPoolStats().liveBytes == s0.liveBytes);
   // A size of the same class takes the most recently given back block of it.
-  CHECK(acquireResultBlock(kMiB - 4096) == b);
+  CHECK(acquireResultBlock(kMiB - 4096, &reused) == b);
+  CHECK(reused);
   CHECK(acquireResultBlock(kMiB) == a);
   CHECK(resultPoolStats().hits == s0.hits + 2);
   void* d = acquireResultBlock(kMiB);
@@ -83,7 +89,7 @@ TEST(result_pool_keeps_within_its_limit) {
   for (int i = 2; i < 5; ++i) releaseResultBlock(blocks[i], kMiB);
   // A block larger than the limit is freed at once.
   void* big = acquireResultBlock(4 * kMiB);
-  releaseResultBlock(big, 4 * kMiB);
+  CHECK(!releaseResultBlock(big, 4 * kMiB));
   CHECK(resultPoolStats().heldBytes == 3 * kMiB);
   // Lowering the limit frees the oldest blocks beyond it; 0 turns the pool off.
   setResultPoolLimit(kMiB + 1);
@@ -120,5 +126,116 @@ TEST(result_pool_blocks_given_back_from_many_threads) {
   CHECK(s.heldBytes <= 16 * kMiB);
   CHECK(s.hits + s.misses == s0.hits + s0.misses + kThreads * kRounds);
   CHECK(s.hits > s0.hits);
+  resetPool(limitBefore);
+}
+
+namespace {
+
+// An engine's count of external memory as V8 keeps it: it adds a buffer when
+// it is made and subtracts it when it is freed, and newer V8 aborts if the
+// count would go below zero. `ledger` is what the binding adds.
+struct EngineCount {
+  int64_t count = 0;
+  int64_t liveBuffers = 0;
+  void change(int64_t bytes) { count += bytes; }
+  void made(size_t bytes) {
+    count += static_cast<int64_t>(bytes);
+    liveBuffers += static_cast<int64_t>(bytes);
+  }
+  void freed(size_t bytes) {
+    count -= static_cast<int64_t>(bytes);
+    liveBuffers -= static_cast<int64_t>(bytes);
+  }
+};
+
+// What result_binding.cc does for one pooled result.
+void* makeResult(ResultLedger& ledger, EngineCount& engine, size_t bytes) {
+  bool reused = false;
+  void* memory = acquireResultBlock(bytes, &reused);
+  if (memory == nullptr) return nullptr;
+  engine.change(ledger.settle(reused ? resultBlockBytes(bytes) : 0, resultPoolStats().heldBytes));
+  engine.made(bytes);
+  return memory;
+}
+
+void freeResult(ResultLedger& ledger, EngineCount& engine, void* memory, size_t bytes) {
+  engine.freed(bytes);
+  if (releaseResultBlock(memory, bytes)) ledger.returned(resultBlockBytes(bytes));
+}
+
+}  // namespace
+
+TEST(result_ledger_reusing_a_block_leaves_the_count_alone) {
+  const size_t limitBefore = resultPoolStats().limitBytes;
+  resetPool(64 * kMiB);
+  auto* ledger = new ResultLedger();
+  EngineCount engine;
+  void* a = makeResult(*ledger, engine, kMiB);
+  void* b = makeResult(*ledger, engine, kMiB);
+  CHECK(engine.count == static_cast<int64_t>(2 * kMiB));  // new memory counts
+  // Another thread's free block, of another class: not this ledger's to count.
+  void* foreign = acquireResultBlock(2 * kMiB);
+  releaseResultBlock(foreign, 2 * kMiB);
+  freeResult(*ledger, engine, a, kMiB);
+  freeResult(*ledger, engine, b, kMiB);
+  // c reuses one of the two blocks; the other stays counted as free memory.
+  void* c = makeResult(*ledger, engine, kMiB);
+  CHECK(ledger->addedBytes() == kMiB);
+  const int64_t before = engine.count;
+  CHECK(before == static_cast<int64_t>(2 * kMiB));
+  // d, made while c is alive, reuses the other block: the count does not grow.
+  void* d = makeResult(*ledger, engine, kMiB);
+  CHECK(engine.count == before);
+  CHECK(ledger->addedBytes() == 0);
+  // A third needs new memory, and counts.
+  void* e = makeResult(*ledger, engine, kMiB);
+  CHECK(engine.count == before + static_cast<int64_t>(kMiB));
+  for (void* p : {c, d, e}) freeResult(*ledger, engine, p, kMiB);
+  // The pool's limit drops to one block: the settled count is only what it still holds.
+  setResultPoolLimit(kMiB);
+  engine.change(ledger->settle(0, resultPoolStats().heldBytes));
+  CHECK(ledger->addedBytes() == kMiB);
+  CHECK(engine.count == static_cast<int64_t>(kMiB));
+  ledger->release();
+  resetPool(limitBefore);
+}
+
+// Random results of random sizes, kept and freed in random order, with the
+// limit moving: the engine's count never goes below its own buffers, and what
+// the ledger adds never exceeds the free blocks the pool holds.
+TEST(result_ledger_never_takes_the_count_below_the_engines_buffers) {
+  const size_t limitBefore = resultPoolStats().limitBytes;
+  resetPool(8 * kMiB);
+  auto* ledger = new ResultLedger();
+  EngineCount engine;
+  std::mt19937 rng(42);
+  struct Live {
+    void* memory;
+    size_t bytes;
+  };
+  std::vector<Live> live;
+  for (int step = 0; step < 5000; ++step) {
+    const unsigned action = rng() % 10;
+    if (action < 5 || live.empty()) {
+      const size_t bytes = kMinPooledResultBytes + (rng() % 6) * (kMiB / 2) + (rng() % 3) * 4;
+      if (void* p = makeResult(*ledger, engine, bytes)) live.push_back({p, bytes});
+    } else if (action < 9) {
+      const size_t i = rng() % live.size();
+      freeResult(*ledger, engine, live[i].memory, live[i].bytes);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      setResultPoolLimit((rng() % 4) * 4 * kMiB);
+      engine.change(ledger->settle(0, resultPoolStats().heldBytes));
+      CHECK(ledger->addedBytes() <= resultPoolStats().heldBytes);
+    }
+    CHECK(engine.count >= engine.liveBuffers);
+    CHECK(engine.count == engine.liveBuffers + static_cast<int64_t>(ledger->addedBytes()));
+  }
+  for (const Live& r : live) freeResult(*ledger, engine, r.memory, r.bytes);
+  CHECK(engine.count >= 0);
+  // Results hold the ledger past its thread: the last release deletes it (the sanitizer build checks).
+  ledger->retain();
+  ledger->release();
+  ledger->release();
   resetPool(limitBefore);
 }
