@@ -158,8 +158,8 @@ export interface ResultPoolInfo {
   misses: number;
   /**
    * Bytes of the pool's free memory that this thread has added to V8's count of external memory
-   * (the count that starts collections as it grows), at most `heldBytes`. With it, reusing a kept
-   * block is not new memory to V8's collector; only new memory makes the count grow.
+   * (the count that starts collections as it grows), at most `heldBytes` as of this thread's last
+   * pooled result. With it, reusing a kept block of the same size is not new memory to V8's collector.
    */
   countedFreeBytes: number;
 }

@@ -8,7 +8,9 @@
 // result before it has let go of the last. The pool's free blocks are memory
 // too, so each thread adds to its count the free blocks it has seen come
 // back, and takes a block off again when it reuses one: reusing a block then
-// leaves the count where it was, and only new memory makes it grow.
+// leaves the count where it was while results keep one size. When sizes
+// change, a take-off lowers V8's reference level and the next credit counts
+// as growth (result-pool.md, "What it cannot remove").
 //
 // The amount a thread adds never goes negative. Its count is therefore never
 // below what V8 itself will subtract for the buffers it holds: newer V8
@@ -38,7 +40,7 @@ class ResultLedger {
   // On the JS thread, each time it takes a result block: `taken` bytes of free
   // block reused (0 for new memory), with `held` bytes of free blocks left in
   // the pool. Returns the change to make to the engine's count. The amount
-  // added stays between 0 and `held`: blocks another thread reused, or the
+  // added stays between 0 and `held` as of this call: blocks another thread reused, or the
   // pool evicted, are no longer free memory.
   int64_t settle(size_t taken, size_t held);
 
