@@ -6,8 +6,8 @@
 // the count has grown 64 MiB since the last one. A loop that drops a 64 MiB
 // result per call reaches that every call or two, because V8 counts the next
 // result before it has let go of the last. The pool's free blocks are memory
-// too, so each thread adds to its count the free blocks it has seen come
-// back, and takes a block off again when it reuses one: reusing a block then
+// too, so each thread adds to its count the blocks of results it made that
+// have come back free, and takes a block off again when it reuses one: reusing a block then
 // leaves the count where it was while results keep one size. When sizes
 // change, a take-off lowers V8's reference level and the next credit counts
 // as growth (result-pool.md, "What it cannot remove").
@@ -40,8 +40,8 @@ class ResultLedger {
   // On the JS thread, each time it takes a result block: `taken` bytes of free
   // block reused (0 for new memory), with `held` bytes of free blocks left in
   // the pool. Returns the change to make to the engine's count. The amount
-  // added stays between 0 and `held` as of this call: blocks another thread reused, or the
-  // pool evicted, are no longer free memory.
+  // added stays between 0 and `held` as of this call: blocks another thread
+  // reused, or the pool evicted, are no longer free memory.
   int64_t settle(size_t taken, size_t held);
 
   // The bytes this ledger has added to its engine's count.
