@@ -40,9 +40,8 @@ ResultLedger* ledgerOf(napi_env env) {
   return threadLedger;
 }
 
-// Brings V8's count of this thread's free blocks up to date (result_ledger.h).
-void settle(ResultLedger* ledger, size_t taken) {
-  const int64_t change = ledger->settle(taken, resultPoolStats().heldBytes);
+// Applies a change to V8's count of this thread's free blocks (result_ledger.h).
+void adjustCount(int64_t change) {
   if (change != 0) bufferPinning()->adjustExternalMemory(change);
 }
 
@@ -96,7 +95,7 @@ Napi::Value pooledResultBinding(const Napi::CallbackInfo& info) {
   void* memory = acquireResultBlock(bytes, &reused);
   if (memory == nullptr) return env.Null();
   // Before V8 counts the new buffer, so that reusing a block never shows as growth.
-  settle(ledger, reused ? resultBlockBytes(bytes) : 0);
+  adjustCount(ledger->settle(resultBlockBytes(bytes), reused, resultPoolStats().heldBytes));
   ledger->retain();
   napi_value buffer;
   const MhsaNewBufferResult made = bufferPinning()->newArrayBuffer(memory, bytes, giveBack, ledger, &buffer);
@@ -141,7 +140,7 @@ Napi::Value resultPoolBinding(const Napi::CallbackInfo& info) {
 Napi::Value setResultPoolLimitBinding(const Napi::CallbackInfo& info) {
   setResultPoolLimit(static_cast<size_t>(nonNegativeSafeInteger(info, "setResultPoolLimit", "bytes")));
   // The blocks it freed leave this thread's count now; other threads' on their next pooled result.
-  if (threadLedger != nullptr && bufferPinning() != nullptr) settle(threadLedger, 0);
+  if (threadLedger != nullptr && bufferPinning() != nullptr) adjustCount(threadLedger->bound(resultPoolStats().heldBytes));
   return info.Env().Undefined();
 }
 

@@ -8,12 +8,31 @@ void ResultLedger::release() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
-int64_t ResultLedger::settle(size_t taken, size_t held) {
-  const size_t back = returned_.exchange(0, std::memory_order_relaxed);
-  const size_t free = added_ + back;
-  const size_t now = std::min(free > taken ? free - taken : 0, held);
-  const int64_t change = static_cast<int64_t>(now) - static_cast<int64_t>(added_);
-  added_ = now;
+void ResultLedger::returned(size_t blockBytes) {
+  if (blockBytes == class_.load(std::memory_order_relaxed)) returned_.fetch_add(blockBytes, std::memory_order_relaxed);
+}
+
+int64_t ResultLedger::settle(size_t blockBytes, bool reused, size_t held) {
+  if (blockBytes != class_.load(std::memory_order_relaxed)) {
+    class_.store(blockBytes, std::memory_order_relaxed);
+    returned_.exchange(0, std::memory_order_relaxed);
+    earlier_ += current_;
+    current_ = 0;
+  }
+  current_ += returned_.exchange(0, std::memory_order_relaxed);
+  if (reused) current_ -= std::min(current_, blockBytes);
+  return bound(held);
+}
+
+int64_t ResultLedger::bound(size_t held) {
+  current_ += returned_.exchange(0, std::memory_order_relaxed);
+  // Earlier classes' blocks are the older ones, the first the pool evicts.
+  const size_t over = addedBytes() > held ? addedBytes() - held : 0;
+  const size_t fromEarlier = std::min(over, earlier_);
+  earlier_ -= fromEarlier;
+  current_ -= over - fromEarlier;
+  const int64_t change = static_cast<int64_t>(addedBytes()) - static_cast<int64_t>(applied_);
+  applied_ = addedBytes();
   return change;
 }
 

@@ -2,10 +2,12 @@
 // recently given back block, the limit with eviction of the oldest blocks,
 // and blocks given back from many threads at once. And a thread's ledger of
 // the pool's free blocks in its engine's count (runtime/result_ledger.h).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../runtime/result_ledger.h"
@@ -153,7 +155,7 @@ void* makeResult(ResultLedger& ledger, EngineCount& engine, size_t bytes) {
   bool reused = false;
   void* memory = acquireResultBlock(bytes, &reused);
   if (memory == nullptr) return nullptr;
-  engine.change(ledger.settle(reused ? resultBlockBytes(bytes) : 0, resultPoolStats().heldBytes));
+  engine.change(ledger.settle(resultBlockBytes(bytes), reused, resultPoolStats().heldBytes));
   engine.made(bytes);
   return memory;
 }
@@ -193,10 +195,68 @@ TEST(result_ledger_reusing_a_block_leaves_the_count_alone) {
   for (void* p : {c, d, e}) freeResult(*ledger, engine, p, kMiB);
   // The pool's limit drops to one block: the settled count is only what it still holds.
   setResultPoolLimit(kMiB);
-  engine.change(ledger->settle(0, resultPoolStats().heldBytes));
+  engine.change(ledger->bound(resultPoolStats().heldBytes));
   CHECK(ledger->addedBytes() == kMiB);
   CHECK(engine.count == static_cast<int64_t>(kMiB));
   ledger->release();
+  resetPool(limitBefore);
+}
+
+namespace {
+
+// V8's count as its collector sees it: a full collection starts once the count
+// has risen 64 MiB past its lowest point. `rise` is the most it has risen.
+struct RisingCount {
+  int64_t count = 0, low = 0, rise = 0;
+  void change(int64_t bytes) {
+    count += bytes;
+    low = std::min(low, count);
+    rise = std::max(rise, count - low);
+  }
+};
+
+// A loop that drops each result, as V8 frees them: the pool gets the block
+// back (and the ledger its credit) before V8 subtracts the buffer, and V8
+// subtracts it only after it has counted the next one. Returns how far the
+// count rose with the ledger's changes and without them.
+std::pair<int64_t, int64_t> riseOfLoop(const std::vector<size_t>& sizes, int calls) {
+  auto* ledger = new ResultLedger();
+  RisingCount with, without;
+  void* previous = nullptr;
+  size_t previousBytes = 0;
+  for (int call = 0; call < calls; ++call) {
+    if (previous != nullptr && releaseResultBlock(previous, previousBytes))
+      ledger->returned(resultBlockBytes(previousBytes));
+    const size_t bytes = sizes[static_cast<size_t>(call) % sizes.size()];
+    bool reused = false;
+    void* memory = acquireResultBlock(bytes, &reused);
+    with.change(ledger->settle(resultBlockBytes(bytes), reused, resultPoolStats().heldBytes));
+    with.change(static_cast<int64_t>(bytes));
+    without.change(static_cast<int64_t>(bytes));
+    with.change(-static_cast<int64_t>(previousBytes));
+    without.change(-static_cast<int64_t>(previousBytes));
+    previous = memory;
+    previousBytes = bytes;
+  }
+  if (releaseResultBlock(previous, previousBytes)) ledger->returned(resultBlockBytes(previousBytes));
+  ledger->release();
+  return {with.rise, without.rise};
+}
+
+}  // namespace
+
+// Results whose size changes from call to call: what the ledger adds never
+// makes V8's count rise further than the results alone do. Crediting a block
+// of one size after taking off one of another did (docs/design/result-pool.md).
+TEST(result_ledger_adds_no_rise_when_sizes_change) {
+  const size_t limitBefore = resultPoolStats().limitBytes;
+  resetPool(64 * kMiB);
+  for (const std::vector<size_t>& sizes : {std::vector<size_t>{3 * kMiB, 2 * kMiB},
+                                          std::vector<size_t>{2 * kMiB, 3 * kMiB, 5 * kMiB / 2, 4 * kMiB},
+                                          std::vector<size_t>{3 * kMiB, 3 * kMiB, 2 * kMiB}}) {
+    const auto [with, without] = riseOfLoop(sizes, 40);
+    CHECK(with <= without);
+  }
   resetPool(limitBefore);
 }
 
@@ -225,7 +285,7 @@ TEST(result_ledger_never_takes_the_count_below_the_engines_buffers) {
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       setResultPoolLimit((rng() % 4) * 4 * kMiB);
-      engine.change(ledger->settle(0, resultPoolStats().heldBytes));
+      engine.change(ledger->bound(resultPoolStats().heldBytes));
       CHECK(ledger->addedBytes() <= resultPoolStats().heldBytes);
     }
     CHECK(engine.count >= engine.liveBuffers);
