@@ -325,6 +325,11 @@ test("the pool's free blocks count in V8's external memory: reusing one is not g
       const e3 = external();
       churn(); // a sync function: no async frame keeps its last result
       await collectUntil(() => pool().liveBytes === 12 * MiB); // c, d and e
+      // A thread credits only blocks of the size it makes now (result_ledger.h): two results of
+      // x's size come back, the next one reuses one, and the other stays counted as free memory.
+      let f = m.softmax(x), g = m.softmax(x);
+      f = g = null;
+      await collectUntil(() => pool().liveBytes === 12 * MiB);
       const last = m.softmax(x);
       const settled = pool();
       console.log(JSON.stringify({
@@ -347,6 +352,6 @@ test("the pool's free blocks count in V8's external memory: reusing one is not g
   expect(out.reuse.slice(3)).toEqual([4 * MiB, 0]);
   expect(within(out.drift, 0)).toEqual(near(0));
   expect(out.counted).toBeLessThanOrEqual(out.held);
-  expect(out.counted).toBeGreaterThan(0);
+  expect(out.counted).toBeGreaterThanOrEqual(4 * MiB);
   expect(out.alive).toBe(true);
 });

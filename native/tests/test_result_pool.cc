@@ -202,6 +202,33 @@ TEST(result_ledger_reusing_a_block_leaves_the_count_alone) {
   resetPool(limitBefore);
 }
 
+// Two JS threads, each with its own engine: a block one thread's result gave
+// back is reused by the other. The reusing thread has credited nothing, so it
+// takes nothing off; the first thread's credit drops out at its next result,
+// once the pool no longer holds the block.
+TEST(result_ledger_a_block_reused_by_another_thread) {
+  const size_t limitBefore = resultPoolStats().limitBytes;
+  resetPool(64 * kMiB);
+  auto* first = new ResultLedger();
+  auto* second = new ResultLedger();
+  EngineCount firstEngine, secondEngine;
+  void* a = makeResult(*first, firstEngine, kMiB);
+  freeResult(*first, firstEngine, a, kMiB);
+  const uint64_t hits = resultPoolStats().hits;
+  void* b = makeResult(*second, secondEngine, kMiB);
+  CHECK(resultPoolStats().hits == hits + 1 && resultPoolStats().heldBytes == 0);
+  CHECK(second->addedBytes() == 0);
+  CHECK(secondEngine.count == secondEngine.liveBuffers);
+  void* c = makeResult(*first, firstEngine, kMiB);
+  CHECK(first->addedBytes() == 0);
+  CHECK(firstEngine.count == firstEngine.liveBuffers);
+  freeResult(*second, secondEngine, b, kMiB);
+  freeResult(*first, firstEngine, c, kMiB);
+  first->release();
+  second->release();
+  resetPool(limitBefore);
+}
+
 namespace {
 
 // V8's count as its collector sees it: a full collection starts once the count
