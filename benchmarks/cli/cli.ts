@@ -169,7 +169,9 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
   const { opts } = ctx;
   const p: Problem = opts.check ? w.small : w.problem;
   const shape = shapeString(p);
-  const inputs: Inputs = makeInputs(p, `${w.name}:${shape}`);
+  // Built on first use: --fresh-process rows build their own in each child.
+  let inputs: Inputs | undefined;
+  const inputsOnce = (): Inputs => (inputs ??= makeInputs(p, `${w.name}:${shape}`));
   let ref: Reference | undefined;
   const f = flops(p);
   const nbytes = bytes(p);
@@ -244,8 +246,8 @@ async function runWorkload(ctx: Context, w: Workload, impls: Impl[], progress: P
       let prepared: Prepared | undefined;
       let grouped = false;
       try {
-        ref ??= buildReference(p, inputs, opts.check);
-        prepared = withFault(impl, await impl.prepare(p, inputs, threads));
+        ref ??= buildReference(p, inputsOnce(), opts.check);
+        prepared = withFault(impl, await impl.prepare(p, inputsOnce(), threads));
         if (opts.interleave && !opts.check) {
           group.push({ impl, prepared, base });
           prepared = undefined;  // disposed after the group is timed

@@ -140,7 +140,8 @@ Napi::Value resultPoolBinding(const Napi::CallbackInfo& info) {
 Napi::Value setResultPoolLimitBinding(const Napi::CallbackInfo& info) {
   setResultPoolLimit(static_cast<size_t>(nonNegativeSafeInteger(info, "setResultPoolLimit", "bytes")));
   // The blocks it freed leave this thread's count now; other threads' on their next pooled result.
-  if (threadLedger != nullptr && bufferPinning() != nullptr) adjustCount(threadLedger->bound(resultPoolStats().heldBytes));
+  if (threadLedger != nullptr && bufferPinning() != nullptr)
+    adjustCount(threadLedger->bound(resultPoolStats().heldBytes));
   return info.Env().Undefined();
 }
 

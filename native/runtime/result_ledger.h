@@ -51,7 +51,8 @@ class ResultLedger {
   int64_t settle(size_t blockBytes, bool reused, size_t held);
 
   // On the JS thread, after the pool's limit moved: counts the blocks given
-  // back since the last call and keeps the amount added within `held`. Returns the change to make to the engine's count.
+  // back since the last call and keeps the amount added within `held`.
+  // Returns the change to make to the engine's count.
   int64_t bound(size_t held);
 
   // The bytes this ledger has added to its engine's count.
