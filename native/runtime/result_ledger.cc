@@ -26,7 +26,8 @@ int64_t ResultLedger::settle(size_t blockBytes, bool reused, size_t held) {
 
 int64_t ResultLedger::bound(size_t held) {
   current_ += returned_.exchange(0, std::memory_order_relaxed);
-  // Earlier classes' blocks are the older ones, the first the pool evicts.
+  // Cut from earlier classes first: their blocks are the older ones, which the
+  // pool evicts first.
   const size_t over = addedBytes() > held ? addedBytes() - held : 0;
   const size_t fromEarlier = std::min(over, earlier_);
   earlier_ -= fromEarlier;

@@ -8,13 +8,16 @@
 // V8 counts the next result before it has let go of the last. The pool's free
 // blocks are memory too, so a thread adds to its count the blocks of results
 // it made that have come back free, and takes a block off again when it
-// reuses one: reusing a block then leaves the count where it was.
+// reuses one: reusing a block then leaves the count where it was, while
+// results keep one size.
 //
 // Only blocks of the size class the thread is making now are credited. A
 // take-off lowers V8's lowest point, and a credit for a block of another size
 // would then count as growth: in a loop whose result sizes change, crediting
 // every class took a mark-compact on almost every call. Credits of earlier
-// classes stay counted, unchanged, until the pool no longer holds that much.
+// classes stay counted, unchanged, until the pool no longer holds that much;
+// a block of an earlier class reused later is then counted as free and as
+// live at once, an over-count bounded by the pool's free bytes.
 //
 // The amount a thread adds never goes negative. Its count is therefore never
 // below what V8 itself will subtract for the buffers it holds: newer V8
@@ -40,7 +43,7 @@ class ResultLedger {
   // From any thread: a result this ledger's thread made was freed, and the
   // pool kept its block of blockBytes. Counted if the thread is making blocks
   // of that size now. A block given back as the thread changes size may be
-  // credited to the new size; the bound in settle() still holds.
+  // credited to the new size; the clamp to the pool's free bytes still holds.
   void returned(size_t blockBytes);
 
   // On the JS thread, each time it takes a result block of blockBytes, reused

@@ -212,18 +212,29 @@ TEST(result_ledger_a_block_reused_by_another_thread) {
   auto* first = new ResultLedger();
   auto* second = new ResultLedger();
   EngineCount firstEngine, secondEngine;
-  void* a = makeResult(*first, firstEngine, kMiB);
-  freeResult(*first, firstEngine, a, kMiB);
+  // The first thread's two results come back; its third reuses one block and
+  // counts the other as free memory.
+  void* a1 = makeResult(*first, firstEngine, kMiB);
+  void* a2 = makeResult(*first, firstEngine, kMiB);
+  freeResult(*first, firstEngine, a1, kMiB);
+  freeResult(*first, firstEngine, a2, kMiB);
+  void* a3 = makeResult(*first, firstEngine, kMiB);
+  CHECK(first->addedBytes() == kMiB);
+  // The second thread reuses that free block: it credited nothing, so it takes nothing off.
   const uint64_t hits = resultPoolStats().hits;
   void* b = makeResult(*second, secondEngine, kMiB);
   CHECK(resultPoolStats().hits == hits + 1 && resultPoolStats().heldBytes == 0);
   CHECK(second->addedBytes() == 0);
   CHECK(secondEngine.count == secondEngine.liveBuffers);
-  void* c = makeResult(*first, firstEngine, kMiB);
+  // At the first thread's next result the pool holds no free block: the credit
+  // leaves the first thread's count as the new memory arrives in it.
+  const int64_t before = firstEngine.count;
+  void* a4 = makeResult(*first, firstEngine, kMiB);
+  CHECK(firstEngine.count == before);
   CHECK(first->addedBytes() == 0);
   CHECK(firstEngine.count == firstEngine.liveBuffers);
   freeResult(*second, secondEngine, b, kMiB);
-  freeResult(*first, firstEngine, c, kMiB);
+  for (void* p : {a3, a4}) freeResult(*first, firstEngine, p, kMiB);
   first->release();
   second->release();
   resetPool(limitBefore);
@@ -280,7 +291,8 @@ TEST(result_ledger_adds_no_rise_when_sizes_change) {
   resetPool(64 * kMiB);
   for (const std::vector<size_t>& sizes : {std::vector<size_t>{3 * kMiB, 2 * kMiB},
                                           std::vector<size_t>{2 * kMiB, 3 * kMiB, 5 * kMiB / 2, 4 * kMiB},
-                                          std::vector<size_t>{3 * kMiB, 3 * kMiB, 2 * kMiB}}) {
+                                          std::vector<size_t>{3 * kMiB, 3 * kMiB, 2 * kMiB},
+                                          std::vector<size_t>{3 * kMiB, 3 * kMiB, 2 * kMiB, 2 * kMiB, 3 * kMiB}}) {
     const auto [with, without] = riseOfLoop(sizes, 40);
     CHECK(with <= without);
   }
