@@ -21,11 +21,15 @@ int64_t ResultLedger::settle(size_t blockBytes, bool reused, size_t held) {
   }
   current_ += returned_.exchange(0, std::memory_order_relaxed);
   if (reused) current_ -= std::min(current_, blockBytes);
-  return bound(held);
+  return within(held);
 }
 
 int64_t ResultLedger::bound(size_t held) {
   current_ += returned_.exchange(0, std::memory_order_relaxed);
+  return within(held);
+}
+
+int64_t ResultLedger::within(size_t held) {
   // Cut from earlier classes first: their blocks are the older ones, which the
   // pool evicts first.
   const size_t over = addedBytes() > held ? addedBytes() - held : 0;

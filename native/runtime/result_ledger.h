@@ -63,6 +63,8 @@ class ResultLedger {
 
  private:
   ~ResultLedger() = default;
+  // Keeps what is added within `held`; returns the change since the last call.
+  int64_t within(size_t held);
   std::atomic<size_t> returned_{0};
   std::atomic<size_t> class_{0};  // the block size the thread is making now
   std::atomic<int> refs_{1};
