@@ -63,15 +63,14 @@ class ResultLedger {
 
  private:
   ~ResultLedger() = default;
-  // Keeps what is added within `held`; returns the change since the last call.
-  int64_t within(size_t held);
+  // Keeps what is added within `held`; returns the change from `before`.
+  int64_t within(size_t held, size_t before);
   std::atomic<size_t> returned_{0};
   std::atomic<size_t> class_{0};  // the block size the thread is making now
   std::atomic<int> refs_{1};
   // JS thread only: what is added for blocks of class_, and for earlier classes.
   size_t current_ = 0;
   size_t earlier_ = 0;
-  size_t applied_ = 0;  // what the engine's count holds of the two
 };
 
 }  // namespace mhsa
