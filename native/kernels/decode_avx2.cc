@@ -47,12 +47,16 @@ inline __m256 laneSums8(const __m256* a) {
 // Dots of Queries queries (rows d apart at q) with Keys keys (rows kStride
 // apart at rows): query u's dot with key r in lane 2u + r of the result.
 // `ahead`, when set, is requested line by line beside the key rows' loads.
-template <int Queries, int Keys, class T>
-inline __m256 scoresTile(const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
+// FixedD, when not 0, is d known at compile time (as in decode_avx512.cc).
+template <int Queries, int Keys, class T, int FixedD = 0>
+inline __m256 scoresTile(const float* q, int64_t runtimeD, const T* rows, int64_t kStride, const T* ahead) {
+  const int64_t d = FixedD ? FixedD : runtimeD;
   const int64_t whole = d / 8 * 8;
   __m256 acc[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+  // Unrolled whole for a FixedD (GCC does not, unasked, at 16 steps).
+#pragma GCC unroll 16
   for (int64_t e = 0; e < whole; e += 8) {
 #pragma GCC unroll 2
     for (int r = 0; r < Keys; ++r) {
@@ -81,13 +85,16 @@ inline __m256 scoresTile(const float* q, int64_t d, const T* rows, int64_t kStri
 
 template <int Queries, class T>
 inline __m256 scoresTileKeys(int keys, const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
-  return keys == 1 ? scoresTile<Queries, 1, T>(q, d, rows, kStride, nullptr)
-                   : scoresTile<Queries, 2, T>(q, d, rows, kStride, ahead);
+  if (keys == 1) return scoresTile<Queries, 1, T>(q, d, rows, kStride, nullptr);
+  if (d == 128) return scoresTile<Queries, 2, T, 128>(q, d, rows, kStride, ahead);
+  if (d == 64) return scoresTile<Queries, 2, T, 64>(q, d, rows, kStride, ahead);
+  return scoresTile<Queries, 2, T>(q, d, rows, kStride, ahead);
 }
 
 // acc rows u < Queries (accStride apart) += w[u * n + j] * row j of `keys` V
-// rows, over floats [e0, e0 + 16) of each (masked past dv).
-template <int Queries, class T>
+// rows, over floats [e0, e0 + 16) of each (masked past dv). Full: all 16
+// are below dv, and the loads and stores take no mask.
+template <int Queries, class T, bool Full>
 inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
                             int64_t dv, float* acc, int64_t accStride, const T* ahead) {
   const Tail tail0(dv - e0), tail1(dv - e0 - 8);
@@ -95,14 +102,15 @@ inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vS
   __m256 t[Queries][2];
 #pragma GCC unroll 4
   for (int u = 0; u < Queries; ++u) {
-    t[u][0] = _mm256_maskload_ps(acc + u * accStride + e0, m0);
-    t[u][1] = _mm256_maskload_ps(acc + u * accStride + e0 + 8, m1);
+    t[u][0] = Full ? _mm256_loadu_ps(acc + u * accStride + e0) : _mm256_maskload_ps(acc + u * accStride + e0, m0);
+    t[u][1] = Full ? _mm256_loadu_ps(acc + u * accStride + e0 + 8)
+                   : _mm256_maskload_ps(acc + u * accStride + e0 + 8, m1);
   }
   for (int64_t j = 0; j < keys; ++j) {
     const T* row = rows + j * vStride + e0;
     if (ahead && e0 % decode::kLineElements<T> == 0)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + j * vStride + e0), _MM_HINT_T1);
-    const __m256 v0 = load8(tail0, row), v1 = load8(tail1, row + 8);
+    const __m256 v0 = Full ? load8(row) : load8(tail0, row), v1 = Full ? load8(row + 8) : load8(tail1, row + 8);
 #pragma GCC unroll 4
     for (int u = 0; u < Queries; ++u) {
       const __m256 wv = _mm256_broadcast_ss(w + u * n + j);
@@ -112,8 +120,13 @@ inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vS
   }
 #pragma GCC unroll 4
   for (int u = 0; u < Queries; ++u) {
-    _mm256_maskstore_ps(acc + u * accStride + e0, m0, t[u][0]);
-    _mm256_maskstore_ps(acc + u * accStride + e0 + 8, m1, t[u][1]);
+    if (Full) {
+      _mm256_storeu_ps(acc + u * accStride + e0, t[u][0]);
+      _mm256_storeu_ps(acc + u * accStride + e0 + 8, t[u][1]);
+    } else {
+      _mm256_maskstore_ps(acc + u * accStride + e0, m0, t[u][0]);
+      _mm256_maskstore_ps(acc + u * accStride + e0 + 8, m1, t[u][1]);
+    }
   }
 }
 
@@ -137,7 +150,10 @@ struct Avx2Tiles {
   static void accumulate(int tq, const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
                          int64_t dv, float* acc, int64_t accStride, const T* ahead) {
     decode::withTileQueries(tq, [&](auto queries) {
-      accumulateChunk<decltype(queries)::value, T>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+      if (dv - e0 >= kChunk)
+        accumulateChunk<decltype(queries)::value, T, true>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+      else
+        accumulateChunk<decltype(queries)::value, T, false>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
     });
   }
 

@@ -62,8 +62,13 @@ inline __m512 laneSums16(const __m512* a) {
 // apart at rows). The dot of query u with key r accumulates in acc[r * 4 + u],
 // so laneSums16 leaves query u's Keys scores in lanes 4u .. 4u + Keys - 1.
 // `ahead`, when set, is requested line by line beside the key rows' loads.
-template <int Queries, int Keys, class T>
-inline __m512 scoresTile(const float* q, int64_t d, const T* rows, int64_t kStride, const T* ahead) {
+// FixedD, when not 0, is d known at compile time: the loop over d then
+// unrolls whole, with no tail, and the accumulators stay in registers from
+// the first FMA to the lane sums (with d at run time they went through the
+// stack at both ends of each tile; docs/design/attention-tiles.md, the decode path).
+template <int Queries, int Keys, class T, int FixedD = 0>
+inline __m512 scoresTile(const float* q, int64_t runtimeD, const T* rows, int64_t kStride, const T* ahead) {
+  const int64_t d = FixedD ? FixedD : runtimeD;
   const int64_t whole = d / 16 * 16;
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -100,13 +105,18 @@ inline __m512 scoresTileKeys(int keys, const float* q, int64_t d, const T* rows,
     case 1: return scoresTile<Queries, 1, T>(q, d, rows, kStride, nullptr);
     case 2: return scoresTile<Queries, 2, T>(q, d, rows, kStride, nullptr);
     case 3: return scoresTile<Queries, 3, T>(q, d, rows, kStride, nullptr);
-    default: return scoresTile<Queries, 4, T>(q, d, rows, kStride, ahead);
+    default:
+      // The head sizes of most models get a tile of their own.
+      if (d == 128) return scoresTile<Queries, 4, T, 128>(q, d, rows, kStride, ahead);
+      if (d == 64) return scoresTile<Queries, 4, T, 64>(q, d, rows, kStride, ahead);
+      return scoresTile<Queries, 4, T>(q, d, rows, kStride, ahead);
   }
 }
 
 // acc rows u < Queries (accStride apart) += w[u * n + j] * row j of `keys` V
-// rows, over floats [e0, e0 + 64) of each (masked past dv).
-template <int Queries, class T>
+// rows, over floats [e0, e0 + 64) of each (masked past dv). Full: all 64
+// are below dv, and the loads and stores take no mask.
+template <int Queries, class T, bool Full>
 inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
                             int64_t dv, float* acc, int64_t accStride, const T* ahead) {
   __mmask16 m[4];
@@ -116,7 +126,9 @@ inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vS
 #pragma GCC unroll 4
   for (int u = 0; u < Queries; ++u)
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) t[u][i] = _mm512_maskz_loadu_ps(m[i], acc + u * accStride + e0 + 16 * i);
+    for (int i = 0; i < 4; ++i)
+      t[u][i] = Full ? _mm512_loadu_ps(acc + u * accStride + e0 + 16 * i)
+                     : _mm512_maskz_loadu_ps(m[i], acc + u * accStride + e0 + 16 * i);
   for (int64_t j = 0; j < keys; ++j) {
     const T* row = rows + j * vStride + e0;
     if (ahead)
@@ -125,7 +137,7 @@ inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vS
           _mm_prefetch(reinterpret_cast<const char*>(ahead + j * vStride + e0 + 16 * i), _MM_HINT_T1);
     __m512 vv[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) vv[i] = load16(m[i], row + 16 * i);
+    for (int i = 0; i < 4; ++i) vv[i] = Full ? load16(row + 16 * i) : load16(m[i], row + 16 * i);
 #pragma GCC unroll 4
     for (int u = 0; u < Queries; ++u) {
       const __m512 wv = _mm512_set1_ps(w[u * n + j]);
@@ -136,7 +148,12 @@ inline void accumulateChunk(const float* w, int64_t n, const T* rows, int64_t vS
 #pragma GCC unroll 4
   for (int u = 0; u < Queries; ++u)
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) _mm512_mask_storeu_ps(acc + u * accStride + e0 + 16 * i, m[i], t[u][i]);
+    for (int i = 0; i < 4; ++i) {
+      if (Full)
+        _mm512_storeu_ps(acc + u * accStride + e0 + 16 * i, t[u][i]);
+      else
+        _mm512_mask_storeu_ps(acc + u * accStride + e0 + 16 * i, m[i], t[u][i]);
+    }
 }
 
 struct Avx512Tiles {
@@ -162,7 +179,10 @@ struct Avx512Tiles {
   static void accumulate(int tq, const float* w, int64_t n, const T* rows, int64_t vStride, int64_t keys, int64_t e0,
                          int64_t dv, float* acc, int64_t accStride, const T* ahead) {
     decode::withTileQueries(tq, [&](auto queries) {
-      accumulateChunk<decltype(queries)::value, T>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+      if (dv - e0 >= kChunk)
+        accumulateChunk<decltype(queries)::value, T, true>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
+      else
+        accumulateChunk<decltype(queries)::value, T, false>(w, n, rows, vStride, keys, e0, dv, acc, accStride, ahead);
     });
   }
 
