@@ -62,10 +62,10 @@ inline __m512 laneSums16(const __m512* a) {
 // apart at rows). The dot of query u with key r accumulates in acc[r * 4 + u],
 // so laneSums16 leaves query u's Keys scores in lanes 4u .. 4u + Keys - 1.
 // `ahead`, when set, is requested line by line beside the key rows' loads.
-// FixedD, when not 0, is d known at compile time: the loop over d then
-// unrolls whole, with no tail, and the accumulators stay in registers from
-// the first FMA to the lane sums (with d at run time they went through the
-// stack at both ends of each tile; docs/design/attention-tiles.md, the decode path).
+// FixedD, when not 0, is d known at compile time: the loop over d then has a
+// fixed count and no tail, and the accumulators stay in registers from the
+// first FMA to the lane sums (with d at run time GCC keeps them on the stack at
+// both ends of each tile; docs/design/attention-tiles.md, the decode path).
 template <int Queries, int Keys, class T, int FixedD = 0>
 inline __m512 scoresTile(const float* q, int64_t runtimeD, const T* rows, int64_t kStride, const T* ahead) {
   const int64_t d = FixedD ? FixedD : runtimeD;

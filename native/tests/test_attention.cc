@@ -2,10 +2,13 @@
 // every layout, causal, masks, key padding, GQA, a different V head dim,
 // returned weights, and key counts beyond one online-softmax block.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "../kernels/bf16.h"
+#include "../kernels/kernel_table.h"
 
 #include "check.h"
 #include "support.h"
@@ -228,6 +231,114 @@ TEST(attention_decode_tiles) {
   runCase({1, 1, 8, 1, 2, 1001, 128, 128, true, true, false, false}, rng);
 }
 
+namespace {
+
+bool sameBits(float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; }
+
+// The table's decode kernels over float or bf16 rows (T), for one call.
+void decodeScoresOf(const KernelTable& kt, const float* q, int64_t queries, int64_t d, const float* k, int64_t n,
+                    float* s) {
+  kt.decodeScores(q, queries, d, k, d, n, 0.125f, s);
+}
+void decodeScoresOf(const KernelTable& kt, const float* q, int64_t queries, int64_t d, const uint16_t* k, int64_t n,
+                    float* s) {
+  kt.decodeScoresBf16(q, queries, d, k, d, n, 0.125f, s);
+}
+void decodeAccumulateOf(const KernelTable& kt, const float* p, int64_t queries, int64_t n, const float* v, int64_t dv,
+                        float* acc) {
+  kt.decodeAccumulate(p, queries, n, v, dv, dv, acc, dv + 2);
+}
+void decodeAccumulateOf(const KernelTable& kt, const float* p, int64_t queries, int64_t n, const uint16_t* v,
+                        int64_t dv, float* acc) {
+  kt.decodeAccumulateBf16(p, queries, n, v, dv, dv, acc, dv + 2);
+}
+
+float valueOf(float x) { return x; }
+float valueOf(uint16_t x) { return bf16ToFloat(x); }
+
+template <class T>
+std::vector<T> rowsOf(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>) {
+    return values;
+  } else {
+    std::vector<uint16_t> out(values.size());
+    for (size_t i = 0; i < values.size(); ++i) out[i] = floatToBf16(values[i]);
+    return out;
+  }
+}
+
+// Each key's score from a full tile of keys (a tile of its own for d 64 and
+// 128) is the score it gets alone (a one-key tile, d at run time): the same
+// sums in the same order, so the same bits.
+template <class T>
+void checkScoresAgainstSingleKeys(const KernelTable& kt, int64_t queries, int64_t d, std::mt19937_64& rng) {
+  const int64_t n = 70;  // full tiles, a partial one, and rows far enough ahead to be prefetched
+  const auto q = randomFloats(rng, static_cast<size_t>(queries * d), -2, 2);
+  const auto k = rowsOf<T>(randomFloats(rng, static_cast<size_t>(n * d), -2, 2));
+  auto tiled = poisoned(static_cast<size_t>(queries * n));
+  decodeScoresOf(kt, q.data(), queries, d, k.data(), n, tiled.data());
+  int wrong = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    auto alone = poisoned(static_cast<size_t>(queries));
+    decodeScoresOf(kt, q.data(), queries, d, k.data() + j * d, 1, alone.data());
+    for (int64_t u = 0; u < queries; ++u) wrong += !sameBits(tiled[u * n + j], alone[u]);
+  }
+  CHECK_MSG(wrong == 0, std::string(kt.name) + (sizeof(T) == 2 ? " bf16" : " float") + " scores, queries " +
+                            std::to_string(queries) + " d " + std::to_string(d) + ": " + std::to_string(wrong) +
+                            " scores differ from the key's own");
+}
+
+// acc[u] += sum_j p[u][j] * v[j] against float64, for chunks of V wholly
+// below dv and masked ones, and the two floats past each accumulator row
+// (a query state's next m and sum) left as they were.
+template <class T>
+void checkAccumulate(const KernelTable& kt, int64_t queries, int64_t n, int64_t dv, std::mt19937_64& rng) {
+  auto p = randomFloats(rng, static_cast<size_t>(queries * n), 0, 1);
+  if (n > 2) p[1] = 0.0f;  // a zero weight takes the sparse path for its block
+  const auto v = rowsOf<T>(randomFloats(rng, static_cast<size_t>(n * dv), -2, 2));
+  const int64_t stride = dv + 2;
+  auto acc = randomFloats(rng, static_cast<size_t>(queries * stride), -1, 1);
+  const auto before = acc;
+  decodeAccumulateOf(kt, p.data(), queries, n, v.data(), dv, acc.data());
+  int wrong = 0;
+  for (int64_t u = 0; u < queries; ++u) {
+    for (int64_t e = 0; e < dv; ++e) {
+      double ref = before[u * stride + e], scale = std::fabs(ref);
+      for (int64_t j = 0; j < n; ++j) {
+        ref += static_cast<double>(p[u * n + j]) * valueOf(v[j * dv + e]);
+        scale += std::fabs(static_cast<double>(p[u * n + j]) * valueOf(v[j * dv + e]));
+      }
+      wrong += !(std::fabs(acc[u * stride + e] - ref) <= 1e-6 * scale);
+    }
+    for (int64_t e = dv; e < stride; ++e) wrong += !sameBits(acc[u * stride + e], before[u * stride + e]);
+  }
+  CHECK_MSG(wrong == 0, std::string(kt.name) + (sizeof(T) == 2 ? " bf16" : " float") + " accumulate, queries " +
+                            std::to_string(queries) + " keys " + std::to_string(n) + " dv " + std::to_string(dv) +
+                            ": " + std::to_string(wrong) + " values wrong");
+}
+
+}  // namespace
+
+// The decode kernels of the table in use, directly: the tiles for the head
+// sizes that have their own (64, 128) against one-key tiles, and the V pass
+// (chunks with and without masks, dv on both sides of the vector widths)
+// against float64, for float and bf16 rows.
+TEST(attention_decode_kernels_bitwise) {
+  std::mt19937_64 rng(testSeed() + 41);
+  const KernelTable& kt = kernels();
+  for (int64_t queries : {1, 2, 3, 4, 5})
+    for (int64_t d : {16, 29, 64, 128}) {
+      checkScoresAgainstSingleKeys<float>(kt, queries, d, rng);
+      checkScoresAgainstSingleKeys<uint16_t>(kt, queries, d, rng);
+    }
+  for (int64_t queries : {1, 3, 4, 6})
+    for (int64_t n : {1, 5, 33, 100})
+      for (int64_t dv : {1, 7, 15, 16, 17, 29, 63, 64, 65, 80, 128, 136}) {
+        checkAccumulate<float>(kt, queries, n, dv, rng);
+        checkAccumulate<uint16_t>(kt, queries, n, dv, rng);
+      }
+}
+
 // keyLengths (a ragged batch) on both paths, with causal, windows, GQA,
 // padding, masks, softcap, sinks, returned weights and every layout.
 TEST(attention_key_lengths) {
@@ -382,6 +493,12 @@ TEST(attention_cache_view_strides) {
   runCacheView(2, 2, 2, 3, 1000, 1100, 64, rng);
   runCacheView(2, 1, 3, 65, 197, 300, 16, rng);
   runCacheView(1, 3, 1, 1, 1, 5, 8, rng);
+  // The head sizes with tiles of their own (64 and 128), with 1 to 4 queries per kv head.
+  for (int64_t groups : {1, 2, 3, 4}) {
+    runCacheView(1, 2, groups, 1, 300, 320, 128, rng);
+    runCacheView(1, 2, groups, 1, 300, 320, 128, rng, true);
+    runCacheView(1, 1, groups, 1, 150, 160, 64, rng, true);
+  }
 }
 
 // bf16 keys and values (kvBf16): against float64 over the same rounded values
