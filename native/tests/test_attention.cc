@@ -323,7 +323,7 @@ void checkAccumulate(const KernelTable& kt, int64_t queries, int64_t n, int64_t 
 // sizes that have their own (64, 128) against one-key tiles, and the V pass
 // (chunks with and without masks, dv on both sides of the vector widths)
 // against float64, for float and bf16 rows.
-TEST(attention_decode_kernels_bitwise) {
+TEST(attention_decode_kernels) {
   std::mt19937_64 rng(testSeed() + 41);
   const KernelTable& kt = kernels();
   for (int64_t queries : {1, 2, 3, 4, 5})
