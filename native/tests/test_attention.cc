@@ -479,9 +479,7 @@ void runCacheView(int64_t B, int64_t Hkv, int64_t groups, int64_t Sq, int64_t le
     const double err = relativeError(got, ref);
     CHECK_MSG(err < 1e-6, what + ": relative error " + std::to_string(err));
   } else {
-    CHECK_MSG(std::equal(expected.begin(), expected.end(), got.begin(), [](float x, float y) {
-                return std::memcmp(&x, &y, sizeof x) == 0;
-              }), what);
+    CHECK_MSG(std::equal(expected.begin(), expected.end(), got.begin(), sameBits), what);
   }
 }
 
