@@ -9,7 +9,13 @@ import { queueStats } from './queue';
 export interface MhsaInfo {
   /** The package version. */
   version: string;
-  /** SIMD path in use: 'avx512', 'avx2', 'scalar' (or 'neon' on arm64). Lower it with MHSA_ISA. */
+  /**
+   * The addon running: 'native' (a platform package or a build from source) or 'wasm32' (the
+   * WebAssembly package, where no native one fits: one thread, async ops computed on the JS thread,
+   * buffers copied in and out; docs/api.md#webassembly).
+   */
+  backend: 'native' | 'wasm32';
+  /** SIMD path in use: 'avx512', 'avx2', 'scalar', 'neon' (arm64) or 'wasm-simd128'. Lower it with MHSA_ISA. */
   isa: string;
   /**
    * Path of products against bf16 weights: 'amx' (AMX-BF16 tiles), 'avx512bf16'
@@ -73,7 +79,7 @@ const VERSION = packageVersion();
  *
  * @example
  * console.log(info());
- * // { version: '0.1.0', isa: 'avx512', bf16: 'amx', blas: null, threads: 2, activeThreads: 0,
+ * // { version: '0.1.0', backend: 'native', isa: 'avx512', bf16: 'amx', blas: null, threads: 2, activeThreads: 0,
  * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true,
  * //   resultPool: { enabled: true, fallback: null, limitBytes: 268435456, heldBytes: 12582912,
  * //                 liveBytes: 0, hits: 41, misses: 3, countedFreeBytes: 12582912 } }
@@ -82,6 +88,7 @@ export function info(): MhsaInfo {
   const n = native.info();
   return {
     version: VERSION,
+    backend: n.backend,
     isa: n.isa,
     bf16: n.bf16,
     blas: n.blas,

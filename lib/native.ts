@@ -31,6 +31,7 @@ export interface NativeAddon {
   /** Measured FMA peak (GFLOP/s) and read bandwidth (GB/s); blocks while measuring. */
   calibrate(threads: number, fmaIterations: number, bandwidthBytes: number): { gflops: number; bf16Gflops: number; gbs: number };
   info(): {
+    backend: 'native' | 'wasm32';
     isa: string;
     bf16: string;
     threads: number;

@@ -24,6 +24,11 @@ namespace {
 Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object r = Napi::Object::New(env);
+#if defined(__wasm__)
+  r.Set("backend", "wasm32");
+#else
+  r.Set("backend", "native");
+#endif
   r.Set("isa", kernels().name);
   r.Set("bf16", bf16PathName());
   const PoolStats pool = poolStats();

@@ -121,18 +121,10 @@ void deliver(napi_env env, napi_value /*jsCallback*/, void* /*context*/, void* d
     return;
   }
   EnvState* state = job->state;
-  napi_value callback = nullptr, global = nullptr, arg = nullptr;
-  napi_get_reference_value(env, job->callback, &callback);
-  napi_get_global(env, &global);
-  if (job->error.kind == NativeError::Kind::None)
-    napi_get_null(env, &arg);
-  else
-    arg = jsErrorOf(env, job->error);
-  for (napi_ref r : job->refs) napi_delete_reference(env, r);
-  napi_delete_reference(env, job->callback);
+  const JobCallback callback = takeCallback(env, job->callback, job->refs, job->error);
   delete job;
   if (--state->pending == 0) napi_unref_threadsafe_function(env, state->tsfn);
-  if (callback != nullptr) napi_call_function(env, global, callback, 1, &arg, nullptr);
+  callback.call(env);
 }
 
 void cleanupEnv(void* arg) {

@@ -27,4 +27,23 @@ napi_value jsErrorOf(napi_env env, const NativeError& error) {
   return value;
 }
 
+JobCallback takeCallback(napi_env env, napi_ref callback, const std::vector<napi_ref>& refs, const NativeError& error) {
+  JobCallback r;
+  napi_get_reference_value(env, callback, &r.callback);
+  if (error.kind == NativeError::Kind::None)
+    napi_get_null(env, &r.arg);
+  else
+    r.arg = jsErrorOf(env, error);
+  for (napi_ref ref : refs) napi_delete_reference(env, ref);
+  napi_delete_reference(env, callback);
+  return r;
+}
+
+void JobCallback::call(napi_env env) const {
+  if (callback == nullptr) return;
+  napi_value global = nullptr;
+  napi_get_global(env, &global);
+  napi_call_function(env, global, callback, 1, &arg, nullptr);
+}
+
 }  // namespace mhsa

@@ -1,4 +1,4 @@
-// The portable kernels compiled for the baseline target (SSE2 on x86-64, NEON on arm64).
+// The portable kernels compiled for the baseline target (SSE2 on x86-64, NEON on arm64, SIMD128 on wasm32).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +20,15 @@
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x8Neon
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x8Neon
 #define MHSA_MR 12
+#define MHSA_NR 8
+#elif defined(__wasm_simd128__)
+// The WebAssembly build: SIMD128 micro-kernels (microkernel_wasm.cc); clang
+// vectorizes the other loops with SIMD128 too.
+#include "microkernel_wasm.h"
+#define MHSA_KERNEL_TABLE_NAME "wasm-simd128"
+#define MHSA_MICRO_KERNEL ::mhsa::microKernel4x8WasmSimd
+#define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect4x8WasmSimd
+#define MHSA_MR 4
 #define MHSA_NR 8
 #else
 #define MHSA_KERNEL_TABLE_NAME "scalar"

@@ -18,6 +18,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Runs fn(0), ..., fn(threads - 1) at once, one thread each. The
+// single-threaded WebAssembly build runs them in turn (it has one thread).
+template <typename Fn>
+void onThreads(int threads, Fn fn) {
+#if defined(MHSA_SINGLE_THREADED)
+  for (int t = 0; t < threads; ++t) fn(t);
+#else
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&fn, t] { fn(t); });
+  for (auto& th : pool) th.join();
+#endif
+}
+
 #if defined(__x86_64__)
 // 16 independent accumulators: more than latency (4) x FMA ports (2) needs.
 __attribute__((target("avx512f,fma"))) double fmaLoopAvx512(int64_t iters) {
@@ -118,18 +131,15 @@ double measureFmaPeakGflops(int threads, int64_t iters, int reps) {
   const double flopsPerIter = avx512 ? 16.0 * 16 * 2 : avx2 ? 12.0 * 8 * 2 : 16.0 * 8 * 2;
   double best = 0;
   for (int rep = 0; rep < reps; ++rep) {
-    std::vector<std::thread> pool;
     std::vector<double> sink(threads);
     const auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
+    onThreads(threads, [&](int t) {
 #if defined(__x86_64__)
-        sink[t] = avx512 ? fmaLoopAvx512(iters) : avx2 ? fmaLoopAvx2(iters) : fmaLoopPortable(iters);
+      sink[t] = avx512 ? fmaLoopAvx512(iters) : avx2 ? fmaLoopAvx2(iters) : fmaLoopPortable(iters);
 #else
-        sink[t] = fmaLoopPortable(iters);
+      sink[t] = fmaLoopPortable(iters);
 #endif
-      });
-    for (auto& th : pool) th.join();
+    });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double g = flopsPerIter * iters * threads / s / 1e9;
     if (g > best) best = g;
@@ -145,11 +155,9 @@ double measureBf16PeakGflops(int threads, int64_t iters, int reps) {
   const int64_t rounds = std::strcmp(kernels->name, "amx") == 0 ? iters / 8 : iters;
   double best = 0;
   for (int rep = 0; rep < reps; ++rep) {
-    std::vector<std::thread> pool;
     std::vector<double> flops(threads);
     const auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { flops[t] = kernels->peakLoop(rounds); });
-    for (auto& th : pool) th.join();
+    onThreads(threads, [&](int t) { flops[t] = kernels->peakLoop(rounds); });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     double total = 0;
     for (double f : flops) total += f;
@@ -163,12 +171,9 @@ double measureReadBandwidthGBs(int threads, size_t bytes, int reps) {
   std::vector<float> buf(n, 1.0f);
   double best = 0;
   for (int rep = 0; rep < reps; ++rep) {
-    std::vector<std::thread> pool;
     std::vector<float> sink(threads);
     const auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { sink[t] = sumFloats(buf.data() + n / threads * t, n / threads); });
-    for (auto& th : pool) th.join();
+    onThreads(threads, [&](int t) { sink[t] = sumFloats(buf.data() + n / threads * t, n / threads); });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double g = n * sizeof(float) / s / 1e9;
     if (g > best) best = g;

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include "mutex.h"
 #include <new>
 #include <vector>
 
@@ -34,7 +34,7 @@ class Pool {
   void* acquire(size_t bytes, bool* reused) {
     *reused = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<Mutex> lock(mutex_);
       if (limit_ == 0) return nullptr;
       for (size_t i = free_.size(); i-- > 0;) {
         if (free_[i].bytes != bytes) continue;
@@ -51,7 +51,7 @@ class Pool {
     }
     void* memory = ::operator new(bytes, std::align_val_t(kBlockAlignment), std::nothrow);
     if (memory == nullptr) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<Mutex> lock(mutex_);
       live_ -= bytes;
     }
     return memory;
@@ -62,7 +62,7 @@ class Pool {
     std::vector<Block> evicted;
     bool kept = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<Mutex> lock(mutex_);
       live_ -= bytes;
       if (!keep || bytes > limit_) {
         evicted.push_back({memory, bytes});
@@ -86,7 +86,7 @@ class Pool {
   void setLimit(size_t bytes) {
     std::vector<Block> evicted;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<Mutex> lock(mutex_);
       limit_ = bytes;
       size_t drop = 0;
       while (held_ > limit_) {
@@ -99,17 +99,17 @@ class Pool {
   }
 
   bool serves(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<Mutex> lock(mutex_);
     return bytes <= limit_;
   }
 
   ResultPoolStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<Mutex> lock(mutex_);
     return {limit_, held_, free_.size(), live_, hits_, misses_};
   }
 
  private:
-  std::mutex mutex_;
+  Mutex mutex_;
   std::vector<Block> free_;  // oldest given back first
   size_t limit_ = initialLimit();
   size_t held_ = 0;

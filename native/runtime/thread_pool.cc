@@ -88,13 +88,13 @@ class ThreadPool {
     // A task that itself calls parallelFor runs that inner loop alone: this
     // thread may already hold regionMutex_, and locking it again is undefined.
     if (ownsRegion) {
-      runInline(numTasks, fn);
+      runTasksInline(numTasks, fn);
       return;
     }
     std::unique_lock<std::mutex> regionLock(regionMutex_, std::try_to_lock);
     if (!regionLock.owns_lock() || helpers_.empty() || numTasks == 1) {
       regionLock = {};
-      runInline(numTasks, fn);
+      runTasksInline(numTasks, fn);
       return;
     }
     ownsRegion = true;
@@ -128,20 +128,6 @@ class ThreadPool {
   }
 
  private:
-  // Every task on this thread; like a region, the first exception is rethrown
-  // after the rest have run.
-  static void runInline(int64_t numTasks, const TaskFn& fn) {
-    std::exception_ptr firstError;
-    for (int64_t t = 0; t < numTasks; ++t) {
-      try {
-        fn(t);
-      } catch (...) {
-        if (!firstError) firstError = std::current_exception();
-      }
-    }
-    if (firstError) std::rethrow_exception(firstError);
-  }
-
   // Spins (pausing the core) until pred() holds or kSpinMicros pass; false on
   // timeout. Every 1024 pauses (~50 us where a pause takes ~140 cycles, a few
   // us on cores with a short pause) it yields, so a thread that shares this

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 
 namespace mhsa {
@@ -21,6 +22,20 @@ using TaskFn = std::function<void(int64_t task)>;
 // Runs fn(0..numTasks-1), each exactly once, and returns when all are done.
 // The first exception thrown by any task is rethrown here after the rest finish.
 void parallelFor(int64_t numTasks, const TaskFn& fn);
+
+// Runs fn(0..numTasks-1) in order on the calling thread; as in parallelFor,
+// the first exception is rethrown after the rest have run.
+inline void runTasksInline(int64_t numTasks, const TaskFn& fn) {
+  std::exception_ptr firstError;
+  for (int64_t t = 0; t < numTasks; ++t) {
+    try {
+      fn(t);
+    } catch (...) {
+      if (!firstError) firstError = std::current_exception();
+    }
+  }
+  if (firstError) std::rethrow_exception(firstError);
+}
 
 // Number of compute threads used by parallelFor (the caller included).
 int numThreads();
