@@ -15,6 +15,20 @@
 
 #include "gemm_bf16.h"
 
+#if defined(_WIN64) && defined(__GNUC__) && !defined(__clang__)
+// GCC 12's amxtileintrin.h casts the stride to `long`, 32 bits on Win64 (LLP64), and the assembler
+// refuses the 32-bit index register it then picks: the same instructions with a 64-bit stride.
+#undef _tile_loadd_internal
+#define _tile_loadd_internal(dst, base, stride)                                           \
+  __asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #dst "|tileloadd\t%%tmm" #dst ", [%0+%1*1]}" \
+                   ::"r"((const void*)(base)), "r"((long long)(stride)))
+#undef _tile_stored_internal
+#define _tile_stored_internal(src, base, stride)                                            \
+  __asm__ volatile("{tilestored\t%%tmm" #src ", (%0,%1,1)|tilestored\t[%0+%1*1], %%tmm" #src "}" \
+                   ::"r"((void*)(base)), "r"((long long)(stride))                            \
+                   : "memory")
+#endif
+
 namespace mhsa {
 namespace {
 

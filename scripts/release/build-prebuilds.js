@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // Builds the prebuilt addons of the platform packages (docs/design/prebuilds.md):
 // per platform, one Node-API addon (mhsa.node) that every Node ABI loads, and
-// one small buffer-pinning module per Node ABI (buffer-pinning-node<ABI>.node),
+// on Linux one small buffer-pinning module per Node ABI (buffer-pinning-node<ABI>.node),
 // all with node-gyp from binding.gyp, linked for glibc 2.28 and later.
-//   node scripts/release/build-prebuilds.js [linux-x64] [linux-arm64]
+// win32-x64 is the Node-API addon alone, cross-built with mingw-w64 by build-win32.js.
+//   node scripts/release/build-prebuilds.js [linux-x64] [linux-arm64] [win32-x64]
 // Output: release/prebuilds/<platform>/. Node's headers come from the npm
-// registry's official builds (node-dists.js); arm64 uses Debian's cross
-// compiler (installed when missing).
+// registry's official builds (node-dists.js); arm64 and win32 use Debian's cross
+// compilers (installed when missing).
 'use strict';
 
 const { execFileSync } = require('node:child_process');
@@ -14,6 +15,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { NODE_MAJORS, nodeDist, moduleVersion } = require('./node-dists');
+const { buildWin32, CXX: MINGW_CXX } = require('./build-win32');
 
 const root = path.resolve(__dirname, '..', '..');
 const release = path.join(root, 'release');
@@ -26,6 +28,8 @@ const TOOLCHAINS = {
     env: { CC: 'aarch64-linux-gnu-gcc', CXX: 'aarch64-linux-gnu-g++', LINK: 'aarch64-linux-gnu-g++', AR: 'aarch64-linux-gnu-ar' },
     apt: ['g++-aarch64-linux-gnu'],
   },
+  // No node-gyp and no pinning modules: V8's C++ ABI on Windows is MSVC's (build-win32.js).
+  'win32-x64': { arch: 'x64', env: { CXX: MINGW_CXX }, apt: ['g++-mingw-w64-x86-64-posix'], build: buildWin32 },
 };
 
 function run(cmd, args, options) {
@@ -73,16 +77,20 @@ function buildPlatform(platform) {
   const out = path.join(release, 'prebuilds', platform);
   fs.rmSync(out, { recursive: true, force: true });
   fs.mkdirSync(out, { recursive: true });
-  const dists = NODE_MAJORS.map((major) => nodeDist(os_, toolchain.arch, major, path.join(release, 'cache')));
   const dir = path.join(release, 'stage', platform);
-  stage(dir);
   const started = Date.now();
-  // The addon compiles against Node-API alone; the oldest Node's headers serve every later one.
-  let built = gyp(dir, toolchain, dists[0], ['mhsa_prebuild', 'mhsa_node_api_only']);
-  fs.copyFileSync(path.join(built, 'mhsa.node'), path.join(out, 'mhsa.node'));
-  for (const nodeRoot of dists) {
-    built = gyp(dir, toolchain, nodeRoot, ['mhsa_prebuild', 'mhsa_pinning_module']);
-    fs.copyFileSync(path.join(built, 'mhsa_buffer_pinning.node'), path.join(out, `buffer-pinning-node${moduleVersion(nodeRoot)}.node`));
+  if (toolchain.build) {
+    toolchain.build(dir, out);
+  } else {
+    const dists = NODE_MAJORS.map((major) => nodeDist(os_, toolchain.arch, major, path.join(release, 'cache')));
+    stage(dir);
+    // The addon compiles against Node-API alone; the oldest Node's headers serve every later one.
+    let built = gyp(dir, toolchain, dists[0], ['mhsa_prebuild', 'mhsa_node_api_only']);
+    fs.copyFileSync(path.join(built, 'mhsa.node'), path.join(out, 'mhsa.node'));
+    for (const nodeRoot of dists) {
+      built = gyp(dir, toolchain, nodeRoot, ['mhsa_prebuild', 'mhsa_pinning_module']);
+      fs.copyFileSync(path.join(built, 'mhsa_buffer_pinning.node'), path.join(out, `buffer-pinning-node${moduleVersion(nodeRoot)}.node`));
+    }
   }
   fs.rmSync(dir, { recursive: true, force: true });
   const files = fs.readdirSync(out).map((f) => `${f} ${(fs.statSync(path.join(out, f)).size / 1024).toFixed(0)} kB`);
