@@ -20,6 +20,7 @@ import {
 } from '../lib';
 import { native } from '../lib/native';
 import { getGc } from './helpers/gc';
+import { nativeOnly } from './helpers/backend';
 
 // ---------------------------------------------------------------- helpers
 
@@ -207,7 +208,8 @@ test('async rejections and resolutions interleave without disturbing each other'
 
 // ---------------------------------------------------------------- off the JS thread
 
-test('a timer and an immediate run while a long attentionAsync is in flight', async () => {
+// The WebAssembly addon computes async ops on the JS thread (docs/api.md#webassembly).
+nativeOnly('a timer and an immediate run while a long attentionAsync is in flight', async () => {
   // Long enough (34 GFLOP, ~0.2 s on 2 cores) that a loaded machine cannot finish it before a 1 ms
   // timer: at a quarter of this size, a fast CPU did, under a full parallel jest run.
   const shape = [1, 8, 4096, 64];
@@ -379,14 +381,14 @@ async function scenario(label, startOthers) {
 })();
 `;
 
-test('the addon holds async buffers (built with V8\'s headers, C++20 from Node 23 on)', () => {
+nativeOnly('the addon holds async buffers (built with V8\'s headers, C++20 from Node 23 on)', () => {
   // Both builds find v8.h beside the running Node (node-gyp through nodedir, CMakeLists.txt through
   // execPath) and link buffer_pinning_v8.cc; binding.gyp and CMakeLists.txt switch it to C++20 where
   // V8 needs it. The prebuilt packages load it per Node ABI instead (release:rehearse checks those).
   expect(info().pinsAsyncBuffers).toBe(true);
 });
 
-test('setBufferPinning takes only a buffer-pinning module\'s export (a type-tagged external), and changes nothing otherwise', () => {
+nativeOnly('setBufferPinning takes only a buffer-pinning module\'s export (a type-tagged external), and changes nothing otherwise', () => {
   for (const bad of [{}, null, 42, new Float32Array(1)]) {
     expect(() => native.setBufferPinning(bad)).toThrow(
       expect.objectContaining({ name: 'TypeError', message: expect.stringContaining('setBufferPinning: expected the pinning export') }),

@@ -17,6 +17,7 @@ import {
   tensor,
 } from '../lib';
 import { native } from '../lib/native';
+import { onWasm } from './helpers/backend';
 
 type ErrName = 'TypeError' | 'RangeError';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -674,7 +675,22 @@ function expectError(e: unknown, name: ErrName, fnName: string, msg: RegExp, loo
   expect(message).toMatch(msg);
 }
 
-const ALL: Row[] = [...matmulRows, ...softmaxRows, ...attentionRows, ...tensorRows, ...threadRows];
+/**
+ * Rows the WebAssembly addon cannot meet, with why (docs/api.md#webassembly):
+ * - two SharedArrayBuffer objects over one memory reach wasm as two copies, so the native alias
+ *   check sees two buffers; the op then reads a's copy and writes out, a correct product;
+ * - emnapi's napi_is_detached_arraybuffer asks `instanceof ArrayBuffer`, which fails for buffers
+ *   of another realm such as jest's; the public API refuses detached buffers before native code.
+ */
+const WASM_CANNOT: ReadonlySet<string> = new Set([
+  'out aliases a through a second SharedArrayBuffer object',
+  'matmul: a detached',
+  'softmax: x detached',
+  'attention: out detached',
+]);
+const forBackend = <R extends { what: string }>(rows: R[]) => (onWasm ? rows.filter((r) => !WASM_CANNOT.has(r.what)) : rows);
+
+const ALL: Row[] = forBackend([...matmulRows, ...softmaxRows, ...attentionRows, ...tensorRows, ...threadRows]);
 const label = (r: Row) => `${r.fn}: ${r.what} -> ${r.name}`;
 
 describe('bad inputs: sync forms throw', () => {
@@ -1000,7 +1016,7 @@ const nativeRows: NativeRow[] = [];
 }
 
 describe('the raw native addon rejects bad positional arguments without crashing', () => {
-  test.each(nativeRows.map((r) => [r.what, r] as const))('%s', (_l, row) => {
+  test.each(forBackend(nativeRows).map((r) => [r.what, r] as const))('%s', (_l, row) => {
     const w = new Watch();
     const e = caught(() => row.call(w));
     expect(e).toEqual(expect.objectContaining({ name: row.name }));

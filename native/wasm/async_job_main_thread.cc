@@ -35,7 +35,7 @@ EnvState* stateOf(napi_env env) {
 // Copies what the op may have written from wasm memory back to each typed array.
 void copyBack(napi_env env, const std::vector<Napi::Value>& buffers) {
   for (const Napi::Value& v : buffers) {
-    if (v.IsEmpty() || !v.IsTypedArray()) continue;
+    if (v.IsEmpty() || !v.IsTypedArray() || v.As<Napi::TypedArray>().ByteLength() == 0) continue;
     napi_value value = v;
     emnapi_sync_memory(env, false, &value, 0, NAPI_AUTO_LENGTH);
   }
