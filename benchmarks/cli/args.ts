@@ -43,6 +43,8 @@ export interface Options {
   childRow?: string;
   /** --dtype: only the workloads whose weights mhsa holds in this type (undefined: all). */
   dtype?: 'fp32' | 'bf16';
+  /** --backend: which addon mhsa runs on (bin/mhsa-bench.js sets MHSA_ADDON before lib/ loads). */
+  backend: 'native' | 'wasm';
 }
 
 export const PEER_NAMES = ['onnxruntime', 'onnxruntime-mha', 'onnxruntime-gqa', 'pytorch', 'pytorch-mha', 'mhsa-alloc', 'mhsa-unfused', 'tfjs-wasm', 'js'] as const;
@@ -82,6 +84,8 @@ Options:
                          the naive-user mode, every result allocated by the call)
   --dtype fp32|bf16      only the workloads in float32, or those where mhsa's weights are
                          bf16 (*_bf16: % of the bf16 peak; peers stay float32)
+  --backend native|wasm  the addon mhsa runs on: the native one (default) or the
+                         WebAssembly one (@mhsa/wasm32, or a checkout's build-wasm/)
   --check                run every workload once at a small size and verify it; no timing
   --list                 list the workloads and peers, then exit
   -h, --help             show this help
@@ -117,6 +121,7 @@ export function parseArgs(argv: readonly string[]): Options {
   let freshProcessRounds = 3;
   let childRow: string | undefined;
   let dtype: 'fp32' | 'bf16' | undefined;
+  let backend: 'native' | 'wasm' = 'native';
 
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -134,7 +139,7 @@ export function parseArgs(argv: readonly string[]): Options {
     const noValue = () => {
       if (inline !== undefined) throw new UsageError(`${name} takes no value, received '${arg}'`);
     };
-    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--fresh-process', '--check', '--list', '--dtype'].includes(name)) {
+    if (['--suite', '--min-time', '--repeat', '--json', '--peers', '--interleave', '--fresh-process', '--check', '--list', '--dtype', '--backend'].includes(name)) {
       runOnly.push(name);
     }
     switch (name) {
@@ -148,6 +153,12 @@ export function parseArgs(argv: readonly string[]): Options {
         const v = value();
         if (v !== 'fp32' && v !== 'bf16') throw new UsageError(`--dtype expects fp32 or bf16, received '${v}'`);
         dtype = v;
+        break;
+      }
+      case '--backend': {
+        const v = value();
+        if (v !== 'native' && v !== 'wasm') throw new UsageError(`--backend expects native or wasm, received '${v}'`);
+        backend = v;
         break;
       }
       case '--workload':
@@ -273,5 +284,6 @@ export function parseArgs(argv: readonly string[]): Options {
     freshProcessRounds,
     ...(childRow !== undefined ? { childRow } : {}),
     ...(dtype !== undefined ? { dtype } : {}),
+    backend,
   };
 }

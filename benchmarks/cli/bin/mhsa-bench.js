@@ -55,6 +55,14 @@ function hasTsNode() {
   }
 }
 
+// --backend wasm: lib/ picks its addon when it first loads, so the choice is made here, before it does.
+const backendArg = process.argv.findIndex((a) => a === '--backend' || a.startsWith('--backend='));
+if (backendArg >= 0) {
+  const a = process.argv[backendArg];
+  const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : process.argv[backendArg + 1];
+  if (v === 'wasm') process.env.MHSA_ADDON = 'wasm';
+}
+
 const checkout = fs.existsSync(path.join(root, 'tsconfig.json'));
 const stale = !fs.existsSync(compiled)
   ? 'dist/benchmarks/cli/cli.js'
