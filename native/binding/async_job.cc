@@ -166,14 +166,13 @@ void setBufferPinning(const MhsaBufferPinning* pinning) { activePinning.store(pi
 
 const MhsaBufferPinning* bufferPinning() { return activePinning.load(); }
 
-void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
-                 const std::vector<Napi::Value>& keepAlive, WorkFn work) {
+void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const JobBuffers& buffers, WorkFn work) {
   EnvState* state = stateOf(env);
   auto owned = std::make_unique<Job>();
   owned->pinning = activePinning.load();
   if (owned->pinning != nullptr) {
-    owned->held.reserve(keepAlive.size());
-    for (const Napi::Value& v : keepAlive) {
+    owned->held.reserve(buffers.size());
+    buffers.forEach([&](const Napi::Value& v) {
       void* handle = nullptr;
       switch (owned->pinning->hold(v, &handle)) {
         case kMhsaHeld:
@@ -189,18 +188,18 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
         case kMhsaOutOfMemory:
           throw std::bad_alloc();
       }
-    }
+    });
   }
   Job* job = owned.release();
   job->fn = fn;
   job->work = std::move(work);
   job->state = state;
-  for (const Napi::Value& v : keepAlive) {
-    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) continue;
+  buffers.forEach([&](const Napi::Value& v) {
+    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) return;
     napi_ref r;
     napi_create_reference(env, v, 1, &r);
     job->refs.push_back(r);
-  }
+  });
   napi_create_reference(env, callback, 1, &job->callback);
   if (state->pending++ == 0) napi_ref_threadsafe_function(env, state->tsfn);
   try {
@@ -217,10 +216,10 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback,
 }
 
 void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callbackIndex,
-                 const std::vector<Napi::Value>& keepAlive, WorkFn work) {
+                 const JobBuffers& buffers, WorkFn work) {
   Napi::Env env = info.Env();
   if (info.Length() > callbackIndex && info[callbackIndex].IsFunction()) {
-    submitAsync(fn, env, info[callbackIndex].As<Napi::Function>(), keepAlive, std::move(work));
+    submitAsync(fn, env, info[callbackIndex].As<Napi::Function>(), buffers, std::move(work));
     return;
   }
   try {

@@ -16,17 +16,31 @@ namespace mhsa {
 
 using WorkFn = std::function<void()>;
 
+// The JS buffers a job uses, kept alive (and their memory held: buffer_pinning.h) until it ends.
+// The WebAssembly build copies the written ones back from wasm memory when it ends (docs/design/wasm.md).
+struct JobBuffers {
+  std::vector<Napi::Value> read;
+  std::vector<Napi::Value> written;
+
+  template <typename Fn>
+  void forEach(Fn fn) const {
+    for (const Napi::Value& v : read) fn(v);
+    for (const Napi::Value& v : written) fn(v);
+  }
+  size_t size() const { return read.size() + written.size(); }
+};
+
 // Per-environment setup (main thread and each worker_thread loading the addon).
 void initAsync(Napi::Env env);
 
 // Queues work; callback(error | null) runs later on this environment's JS thread.
-void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const std::vector<Napi::Value>& keepAlive,
+void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const JobBuffers& buffers,
                  WorkFn work);
 
 // Runs work now if info[callbackIndex] is not a function, else queues it.
 // fn names the op in errors raised while computing (out of memory).
 void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callbackIndex,
-                 const std::vector<Napi::Value>& keepAlive, WorkFn work);
+                 const JobBuffers& buffers, WorkFn work);
 
 // Number of async jobs queued or running in this environment.
 int pendingAsync(Napi::Env env);

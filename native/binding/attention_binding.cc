@@ -18,8 +18,8 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep
   AttentionCall call;
   throwIfError(env, prepareAttention(descriptorArg(args[9], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
                                      weights.arg, sinks.arg, keyLengths.arg, &call));
-  keep->insert(keep->end(), {q.value, k.value, v.value, out.value, mask.value, pad.value, weights.value, sinks.value,
-                             keyLengths.value});
+  keep->read.insert(keep->read.end(), {q.value, k.value, v.value, mask.value, pad.value, sinks.value, keyLengths.value});
+  keep->written.insert(keep->written.end(), {out.value, weights.value});
   return call;
 }
 

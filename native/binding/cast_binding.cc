@@ -11,7 +11,8 @@ CastBf16Call unwrapCastBf16(Napi::Env env, const OpArgs& args, KeepAlive* keep) 
   JsBuffer out = floatOrBf16Arg(args[1], fn, "out");
   CastBf16Call call;
   throwIfError(env, prepareCastBf16(descriptorArg(args[2], fn), src.arg, out.arg, &call));
-  keep->insert(keep->end(), {src.value, out.value});
+  keep->read.push_back(src.value);
+  keep->written.push_back(out.value);
   return call;
 }
 

@@ -12,7 +12,8 @@ LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, KeepAlive* keep
   JsBuffer bias = optionalFloatArg(args[3], fn, "bias");
   LayerNormCall call;
   throwIfError(env, prepareLayerNorm(descriptorArg(args[4], fn), x.arg, out.arg, weight.arg, bias.arg, &call));
-  keep->insert(keep->end(), {x.value, out.value, weight.value, bias.value});
+  keep->read.insert(keep->read.end(), {x.value, weight.value, bias.value});
+  keep->written.push_back(out.value);
   return call;
 }
 

@@ -13,7 +13,8 @@ MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   JsBuffer out = floatArg(args[3], fn, "out");
   MatmulCall call;
   throwIfError(env, prepareMatmul(descriptorArg(args[4], fn), a.arg, b.arg, c.arg, out.arg, &call));
-  keep->insert(keep->end(), {a.value, b.value, c.value, out.value});
+  keep->read.insert(keep->read.end(), {a.value, b.value, c.value});
+  keep->written.push_back(out.value);
   return call;
 }
 
@@ -28,7 +29,8 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* k
   MatmulCall call;
   throwIfError(env, prepareLayerNormMatmul(descriptorArg(args[6], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
                                            bias.arg, &call));
-  keep->insert(keep->end(), {a.value, b.value, c.value, out.value, weight.value, bias.value});
+  keep->read.insert(keep->read.end(), {a.value, b.value, c.value, weight.value, bias.value});
+  keep->written.push_back(out.value);
   return call;
 }
 
@@ -67,7 +69,7 @@ Napi::Value packMatrixBinding(const Napi::CallbackInfo& info) {
   JsBuffer out = floatOrBf16Arg(info[1], fn, "out");
   PackCall call;
   throwIfError(info.Env(), preparePackMatrix(descriptorArg(info[2], fn), b.arg, out.arg, &call));
-  runOrSubmit(fn, info, 3, {b.value, out.value}, [call] { runCall(call); });
+  runOrSubmit(fn, info, 3, JobBuffers{{b.value}, {out.value}}, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 

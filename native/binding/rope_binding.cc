@@ -12,7 +12,8 @@ RopeCall unwrapRope(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   JsBuffer positions = optionalInt32Arg(args[2], fn, "positions");
   RopeCall call;
   throwIfError(env, prepareRope(descriptorArg(args[3], fn), x.arg, out.arg, positions.arg, &call));
-  keep->insert(keep->end(), {x.value, out.value, positions.value});
+  keep->read.insert(keep->read.end(), {x.value, positions.value});
+  keep->written.push_back(out.value);
   return call;
 }
 

@@ -57,7 +57,7 @@ Napi::Value decodeHalfBinding(const Napi::CallbackInfo& info) {
   float* dst = out.arg.mutableFloats();
   const bool bf16 = info[2].ToBoolean().Value();
   // Synchronous, or queued when info[3] is a callback (loadSafetensorsAsync).
-  runOrSubmit(fn, info, 3, {src.value, out.value}, [bytes, count, dst, bf16] {
+  runOrSubmit(fn, info, 3, JobBuffers{{src.value}, {out.value}}, [bytes, count, dst, bf16] {
     if (bf16)
       decodeBF16(bytes, count, dst);
     else

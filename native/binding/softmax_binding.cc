@@ -10,7 +10,7 @@ Napi::Value softmaxBinding(const Napi::CallbackInfo& info) {
   JsBuffer out = floatArg(info[1], fn, "out");
   SoftmaxCall call;
   throwIfError(info.Env(), prepareSoftmax(descriptorArg(info[2], fn), x.arg, out.arg, &call));
-  runOrSubmit(fn, info, 3, {x.value, out.value}, [call] { runCall(call); });
+  runOrSubmit(fn, info, 3, JobBuffers{{x.value}, {out.value}}, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 

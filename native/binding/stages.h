@@ -13,7 +13,7 @@
 
 namespace mhsa {
 
-using KeepAlive = std::vector<Napi::Value>;
+using KeepAlive = JobBuffers;
 
 // matmul(a, b, c|null, out, desc)
 MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep);

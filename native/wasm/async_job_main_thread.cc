@@ -32,9 +32,9 @@ EnvState* stateOf(napi_env env) {
   return static_cast<EnvState*>(data);
 }
 
-// Copies what the op may have written from wasm memory back to each typed array.
-void copyBack(napi_env env, const std::vector<Napi::Value>& buffers) {
-  for (const Napi::Value& v : buffers) {
+// Copies what the op wrote from wasm memory back to the JS arrays.
+void copyBack(napi_env env, const JobBuffers& buffers) {
+  for (const Napi::Value& v : buffers.written) {
     if (v.IsEmpty() || !v.IsTypedArray() || v.As<Napi::TypedArray>().ByteLength() == 0) continue;
     napi_value value = v;
     emnapi_sync_memory(env, false, &value, 0, NAPI_AUTO_LENGTH);
@@ -80,19 +80,18 @@ void setBufferPinning(const MhsaBufferPinning* pinning) { activePinning = pinnin
 
 const MhsaBufferPinning* bufferPinning() { return activePinning; }
 
-void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const std::vector<Napi::Value>& keepAlive,
-                 WorkFn work) {
+void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const JobBuffers& buffers, WorkFn work) {
   auto* d = new Delivery();
   d->error = runCatching(fn, work);
-  if (d->error.kind == NativeError::Kind::None) copyBack(env, keepAlive);
+  if (d->error.kind == NativeError::Kind::None) copyBack(env, buffers);
   napi_create_reference(env, callback, 1, &d->callback);
   // The callback's buffers stay referenced until it runs, as in the native builds.
-  for (const Napi::Value& v : keepAlive) {
-    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) continue;
+  buffers.forEach([&](const Napi::Value& v) {
+    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) return;
     napi_ref r;
     napi_create_reference(env, v, 1, &r);
     d->refs.push_back(r);
-  }
+  });
   Napi::Function setImmediate = env.Global().Get("setImmediate").As<Napi::Function>();
   napi_value later = nullptr;
   napi_create_function(env, "mhsaDeliver", NAPI_AUTO_LENGTH, deliver, d, &later);
@@ -101,15 +100,15 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const s
 }
 
 void runOrSubmit(const char* fn, const Napi::CallbackInfo& info, size_t callbackIndex,
-                 const std::vector<Napi::Value>& keepAlive, WorkFn work) {
+                 const JobBuffers& buffers, WorkFn work) {
   Napi::Env env = info.Env();
   if (info.Length() > callbackIndex && info[callbackIndex].IsFunction()) {
-    submitAsync(fn, env, info[callbackIndex].As<Napi::Function>(), keepAlive, std::move(work));
+    submitAsync(fn, env, info[callbackIndex].As<Napi::Function>(), buffers, std::move(work));
     return;
   }
   const NativeError error = runCatching(fn, work);
   if (error.kind != NativeError::Kind::None) throw toJsError(env, error);
-  copyBack(env, keepAlive);
+  copyBack(env, buffers);
 }
 
 }  // namespace mhsa
