@@ -19,6 +19,7 @@ import { instantiateWasmAddon, type EmnapiModules } from './wasm-addon';
 export const PREBUILT_PLATFORMS: Readonly<Record<string, string>> = {
   'linux-x64': '@mhsa/linux-x64-gnu',
   'linux-arm64': '@mhsa/linux-arm64-gnu',
+  'win32-x64': '@mhsa/win32-x64',
 };
 
 /** The WebAssembly package, taken where no native package fits. */
@@ -124,6 +125,7 @@ function loadWasm(root: string, source: LoadedAddon['source'], env: NodeJS.Proce
 /** Loads the addon this process should use (see the module comment), or throws saying why there is none. */
 export function loadAddon(env: NodeJS.ProcessEnv = process.env): LoadedAddon {
   const chosen = env.MHSA_ADDON;
+  if (chosen !== undefined && chosen !== '' && chosen !== 'cmake' && chosen !== 'wasm') return loadFile(path.resolve(chosen), 'MHSA_ADDON');
   const root = packageRoot();
   if (chosen === 'wasm') {
     const wasm = loadWasm(root, 'MHSA_ADDON', env);
@@ -131,7 +133,6 @@ export function loadAddon(env: NodeJS.ProcessEnv = process.env): LoadedAddon {
       throw new Error(`mhsa: MHSA_ADDON=wasm, but neither ${WASM_PACKAGE} nor a build in ${path.join(root, 'build-wasm')} is there`);
     return wasm;
   }
-  if (chosen !== undefined && chosen !== '' && chosen !== 'cmake') return loadFile(path.resolve(chosen), 'MHSA_ADDON');
   if (chosen === 'cmake') return loadFile(path.join(root, 'build-cmake', 'Release', 'mhsa.node'), 'MHSA_ADDON');
   const local = path.join(root, 'build', 'Release', 'mhsa.node');
   if (fs.existsSync(local)) return loadFile(local, 'local build');

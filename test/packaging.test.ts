@@ -13,7 +13,7 @@ import { pathToFileURL } from 'node:url';
 import * as ts from 'typescript';
 import * as lib from '../lib';
 import { info, setNumThreads } from '../lib';
-import { PREBUILT_PLATFORMS } from '../lib/load-addon';
+import { PREBUILT_PLATFORMS, WASM_PACKAGE } from '../lib/load-addon';
 
 const ROOT = path.resolve(__dirname, '..');
 const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
@@ -387,7 +387,7 @@ describe('as installed from the registry', () => {
     installedCopy({}, (dir) => {
       const r = requireIn(dir);
       expect(r.status).not.toBe(0);
-      expect(r.stderr).toContain(`mhsa: no native addon for ${process.platform}-${process.arch}`);
+      expect(r.stderr).toContain(`mhsa: no addon for ${process.platform}-${process.arch}`);
       expect(r.stderr).toContain(`Node ${process.versions.node} (ABI ${process.versions.modules})`);
       if (process.platform === 'linux') expect(r.stderr).toMatch(/, (glibc [0-9.]+|musl|unknown libc),/);
       expect(r.stderr).toContain('run `npm install` in a checkout of mhsa');
@@ -403,6 +403,51 @@ describe('as installed from the registry', () => {
       expect(out.files).toEqual([fs.realpathSync(path.join(dir, pkgDir, 'mhsa.node'))]);
       const chosen = requireIn(dir, { MHSA_ADDON: built });
       expect((JSON.parse(chosen.stdout) as { files: string[] }).files).toEqual([built]);
+    });
+  });
+
+  const wasmBuild = path.join(ROOT, 'build-wasm', 'mhsa.wasm');
+  const emnapiFiles = {
+    'emnapi-core.min.js': path.join(ROOT, 'node_modules', '@emnapi', 'core', 'dist', 'emnapi-core.min.js'),
+    'emnapi-runtime.min.js': path.join(ROOT, 'node_modules', '@emnapi', 'runtime', 'dist', 'emnapi.min.js'),
+  };
+  const wasmPackage = (dir = `node_modules/${WASM_PACKAGE}`) => ({
+    [`${dir}/package.json`]: path.join(ROOT, 'package.json'),
+    [`${dir}/mhsa.wasm`]: wasmBuild,
+    ...Object.fromEntries(Object.entries(emnapiFiles).map(([f, from]) => [`${dir}/${f}`, from])),
+  });
+
+  // Needs `npm run build:wasm` (clang-22 from Debian: .ci/run builds it before the suite).
+  (fs.existsSync(wasmBuild) ? test : test.skip)('without a native package the wasm package is taken; where one should exist, stderr says so once, unless MHSA_WASM_QUIET=1', () => {
+    installedCopy(wasmPackage(), (dir) => {
+      const script = 'const m = require("."); m.info(); require("./dist/lib/native"); console.log(m.info().backend)';
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      delete env.MHSA_ADDON;
+      const r = spawnSync(process.execPath, ['-e', script], { cwd: dir, env, encoding: 'utf8' });
+      expect({ status: r.status, stdout: r.stdout }).toEqual({ status: 0, stdout: 'wasm32\n' });
+      const warnings = r.stderr.split('\n').filter((l) => l.startsWith('mhsa: running the WebAssembly addon'));
+      if (platformPackage) {
+        expect(warnings).toHaveLength(1);
+        expect(warnings[0]).toContain(`the optional dependency ${platformPackage}, is not installed`);
+        expect(warnings[0]).toContain('MHSA_WASM_QUIET=1');
+      } else {
+        expect(warnings).toEqual([]); // no native package to miss: wasm is what this platform gets
+      }
+      const quiet = spawnSync(process.execPath, ['-e', script], { cwd: dir, env: { ...env, MHSA_WASM_QUIET: '1' }, encoding: 'utf8' });
+      expect({ status: quiet.status, stdout: quiet.stdout, stderr: quiet.stderr }).toEqual({ status: 0, stdout: 'wasm32\n', stderr: '' });
+    });
+  });
+
+  (fs.existsSync(wasmBuild) && platformPackage ? test : test.skip)('the native package wins over the wasm package; MHSA_ADDON=wasm picks wasm', () => {
+    const pkgDir = `node_modules/${platformPackage}`;
+    installedCopy({ ...wasmPackage(), [`${pkgDir}/package.json`]: path.join(ROOT, 'package.json'), [`${pkgDir}/mhsa.node`]: built }, (dir) => {
+      const script = 'console.log(require(".").info().backend)';
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      delete env.MHSA_ADDON;
+      const native = spawnSync(process.execPath, ['-e', script], { cwd: dir, env, encoding: 'utf8' });
+      expect({ stdout: native.stdout, stderr: native.stderr }).toEqual({ stdout: 'native\n', stderr: '' });
+      const wasm = spawnSync(process.execPath, ['-e', script], { cwd: dir, env: { ...env, MHSA_ADDON: 'wasm' }, encoding: 'utf8' });
+      expect({ stdout: wasm.stdout, stderr: wasm.stderr }).toEqual({ stdout: 'wasm32\n', stderr: '' });
     });
   });
 
