@@ -4,8 +4,9 @@
 // wasmReplaces, compiled by clang for wasm32-wasip1 with SIMD128 and wasm
 // exception handling, linked with emnapi's Node-API (no threads).
 //   node scripts/release/build-wasm.js [outDir]      default release/prebuilds/wasm32
-// Needs Debian's clang-22, lld-22, libc++-22-dev-wasm32, libc++abi-22-dev-wasm32
-// and wasi-libc (installed when missing), and the emnapi dev dependency.
+// Needs Debian's clang-22, lld-22, libc++-22-dev-wasm32, libc++abi-22-dev-wasm32,
+// libclang-rt-22-dev-wasm32 and wasi-libc (installed when missing), and the emnapi
+// dev dependency.
 'use strict';
 
 const { execFileSync, spawn } = require('node:child_process');
@@ -14,7 +15,7 @@ const os = require('node:os');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..', '..');
-const APT = ['clang-22', 'lld-22', 'libc++-22-dev-wasm32', 'libc++abi-22-dev-wasm32', 'wasi-libc'];
+const APT = ['clang-22', 'lld-22', 'libc++-22-dev-wasm32', 'libc++abi-22-dev-wasm32', 'libclang-rt-22-dev-wasm32', 'wasi-libc'];
 const CXX = 'clang++-22';
 // Debian installs the wasm32 sysroot under the older triple's directories.
 const SYSROOT = ['--sysroot=/usr', '-isystem', '/usr/lib/llvm-22/include/wasm32-wasi/c++/v1', '-isystem', '/usr/include/wasm32-wasi'];
@@ -40,7 +41,8 @@ function compileFlags() {
 function ensureToolchain() {
   try {
     execFileSync(CXX, ['--version'], { stdio: 'ignore' });
-    if (fs.existsSync('/usr/lib/llvm-22/lib/wasm32-wasi/libc++abi.a') && fs.existsSync('/usr/lib/wasm32-wasi/libc.a')) return;
+    const needed = ['/usr/lib/llvm-22/lib/wasm32-wasi/libc++abi.a', '/usr/lib/wasm32-wasi/libc.a', '/usr/lib/llvm-22/lib/clang/22/lib/wasi/libclang_rt.builtins-wasm32.a'];
+    if (needed.every((f) => fs.existsSync(f))) return;
   } catch {}
   execFileSync('bash', [path.join(root, 'scripts', 'apt-install.sh'), ...APT], { stdio: 'inherit' });
 }
