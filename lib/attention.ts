@@ -360,10 +360,11 @@ function prepareAttention(
       keyLengths ?? null, d.done(),
     ];
   };
-  const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data]];
+  const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data, true]];
   if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);
   if (pad) buffers.push(['options.keyPaddingMask', pad]);
   if (sinks) buffers.push(['options.sinks', sinks]);
+  if (weights) buffers.push(['the weights', weights.data, true]);
   const result: Tensor | AttentionWithWeights = weights ? { output: out.result, weights } : out.result;
   return { fn, args, result, buffers };
 }

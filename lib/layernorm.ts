@@ -52,7 +52,7 @@ function prepareLayerNorm(fn: string, x: TensorLike, options?: LayerNormOptions,
     new Descriptor('layerNorm', stage).shape('x.shape', tx.shape).shape('out.shape', tx.shape).number('eps', eps)
       .flag('rms', rms).done(),
   ];
-  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
+  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
   if (weight) buffers.push(['options.weight', weight.data]);
   if (bias) buffers.push(['options.bias', bias.data]);
   return { fn, args, result: out.result, buffers };

@@ -128,7 +128,7 @@ export function matmul(a: TensorLike, b: TensorLike | PackedMatrix, options?: Ma
 export function matmulAsync(a: TensorLike, b: TensorLike | PackedMatrix, options?: MatmulOptions): Promise<Tensor> {
   return runAsync(() => {
     const p = prepareMatmul('matmulAsync', a, b, options);
-    const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data]];
+    const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data, true]];
     if (p.c) buffers.push(['options.c', p.c.data]);
     return { fn: p.fn, args: () => nativeArgs(p), result: p.out.result, buffers };
   }, (args) => native.matmul(...args));
@@ -166,7 +166,7 @@ export function layerNormMatmulAsync(
 ): Promise<Tensor> {
   return runAsync(() => {
     const p = prepareMatmul('layerNormMatmulAsync', a, packed, options);
-    const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data]];
+    const buffers: NamedBuffer[] = [['a', p.a.data], ['b', p.b.data], ['options.out', p.out.data, true]];
     if (p.c) buffers.push(['options.c', p.c.data]);
     if (norm.weight) buffers.push(['the LayerNorm weight', norm.weight.data]);
     if (norm.bias) buffers.push(['the LayerNorm bias', norm.bias.data]);

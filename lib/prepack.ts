@@ -122,6 +122,6 @@ function preparePack(fn: string, b: TensorLike | Bf16Tensor, options: PrepackOpt
     data,
     new Descriptor('packMatrix').shape('b.shape', tb.shape).flag('transpose', transpose).flag('bf16', bf16).done(),
   ];
-  const buffers: NamedBuffer[] = [['b', tb.data], ['the packed result', data]];
+  const buffers: NamedBuffer[] = [['b', tb.data], ['the packed result', data, true]];
   return { fn, args, result: new PackedMatrix<PackedDtype>(data, k, n, dtype), buffers };
 }

@@ -6,16 +6,21 @@
  * again when it leaves the queue: one detached while waiting rejects instead
  * of running. One detached after that (queued in the addon, or computing)
  * cannot free the memory under the native code, which holds it until the job
- * ends (where info().pinsAsyncBuffers); the call then rejects, naming the buffer.
+ * ends (where info().pinsAsyncBuffers), or computes on private copies of it
+ * (where not: lib/async-copies.ts); the call then rejects, naming the buffer.
  */
+import { asyncCopies, privateCopies, type PrivateCopies } from './async-copies';
 import { resizableError } from './errors';
 import { isDetached, isResizable } from './tensor';
 import type { NativeCallback } from './native';
 
 const MAX_IN_FLIGHT = 2;
 
-/** A buffer a call reads or writes, with the argument name its errors use ('q', 'options.out'). */
-export type NamedBuffer = readonly [name: string, view: ArrayBufferView];
+/**
+ * A buffer a call reads or writes, with the argument name its errors use ('q', 'options.out'); written
+ * true for one the call writes (its result, `out`, an in-place operand), which private copies give back.
+ */
+export type NamedBuffer = readonly [name: string, view: ArrayBufferView, written?: boolean];
 
 /** The name of the first buffer that fails test, or undefined. */
 function firstWhere(buffers: readonly NamedBuffer[], test: (view: ArrayBufferView) => boolean): string | undefined {
@@ -25,7 +30,10 @@ function firstWhere(buffers: readonly NamedBuffer[], test: (view: ArrayBufferVie
 interface Waiting {
   fn: string;
   buffers: readonly NamedBuffer[];
-  start: (done: NativeCallback) => void;
+  /** The native call's arguments, made when the job leaves the queue. */
+  args: () => unknown[];
+  /** Makes the native call: args(), or their private copies, then the callback. */
+  invoke: (args: unknown[]) => void;
   resolve: () => void;
   reject: (e: unknown) => void;
 }
@@ -59,10 +67,13 @@ function pump(): void {
     }
     inFlight++;
     let settled = false;
+    let copies: PrivateCopies | undefined;
     const done: NativeCallback = (error) => {
       if (settled) return;
       settled = true;
       inFlight--;
+      // Whatever the job wrote is the caller's now, as if it had computed in place.
+      copies?.copyBack();
       // The addon kept the memory of every buffer allocated until now (async_job.cc), so a buffer
       // transferred away mid-call cost nothing but the call's result, which is not defined.
       // isDetached asks the engine, never the caller's getters, so nothing here can throw.
@@ -74,7 +85,9 @@ function pump(): void {
       pump();
     };
     try {
-      job.start(done);
+      const args = job.args();
+      if (asyncCopies()) copies = privateCopies(args, job.buffers);
+      job.invoke([...(copies?.args ?? args), done]);
     } catch (e) {
       // The native side validated synchronously and threw: nothing was queued there.
       settled = true;
@@ -85,20 +98,22 @@ function pump(): void {
 }
 
 /**
- * Queues a native call; resolves when its callback reports success. Rejects at once if a buffer is
- * resizable: shrinking one releases its memory at once, under the native code computing on it.
+ * Queues a native call, invoke(args() + [done]); resolves when its callback reports success. Rejects
+ * at once if a buffer is resizable: shrinking one releases its memory at once, under the native code
+ * computing on it.
  */
 export function enqueue(
   fn: string,
   buffers: readonly NamedBuffer[],
-  start: (done: NativeCallback) => void,
+  args: () => unknown[],
+  invoke: (args: unknown[]) => void,
 ): Promise<void> {
   const resizable = firstWhere(buffers, isResizable);
   if (resizable !== undefined) {
     return Promise.reject(resizableError(fn, resizable));
   }
   return new Promise<void>((resolve, reject) => {
-    waiting.push({ fn, buffers, start, resolve, reject });
+    waiting.push({ fn, buffers, args, invoke, resolve, reject });
     pump();
   });
 }
@@ -115,7 +130,7 @@ export function runAsync<R>(
   let queued: Promise<void>;
   try {
     call = prepare();
-    queued = enqueue(call.fn, call.buffers, (done) => invoke([...call.args(), done]));
+    queued = enqueue(call.fn, call.buffers, call.args, invoke);
   } catch (e) {
     return Promise.reject(e);
   }

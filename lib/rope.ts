@@ -85,7 +85,7 @@ function prepareRope(fn: string, x: TensorLike, options?: RopeOptions) {
       .number('rotaryDim', rotaryDim).number('theta', theta).flag('interleaved', interleaved)
       .number('offset', offset).shape('positions.shape', positionsShape).done(),
   ];
-  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
+  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
   if (positions) buffers.push(['options.positions', positions]);
   return { fn, args, result: out.result, buffers };
 }

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import { types } from 'node:util';
 import { detachedError, typeError } from './errors';
 import { checkOptions, optEnum } from './validate';
-import { native } from './native';
+import { native, type NativeCallback } from './native';
 import { enqueue } from './queue';
 import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Bf16Tensor, type Tensor } from './tensor';
 
@@ -149,7 +149,11 @@ export async function loadSafetensorsAsync(
   const header = checkHeader(fn, bytes, where, opts);
   // Each conversion reads the source off the JS thread: enqueue refuses it if it is resizable.
   await Promise.all(
-    header.halves.map((h) => enqueue(fn, [['source', h.bytes]], (done) => native.decodeHalf(h.bytes, h.data, h.bf16, done))),
+    header.halves.map((h) =>
+      enqueue(fn, [['source', h.bytes], ['the decoded tensor', h.data, true]], () => [h.bytes, h.data, h.bf16], (a) =>
+        native.decodeHalf(a[0] as Uint8Array, a[1] as Float32Array, a[2] as boolean, a[3] as NativeCallback),
+      ),
+    ),
   );
   return header.result;
 }

@@ -24,7 +24,7 @@ function prepareSoftmax(fn: string, x: TensorLike, options?: SoftmaxOptions) {
   const args = (): unknown[] => [
     tx.data, out.data, new Descriptor('softmax').shape('x.shape', tx.shape).shape('out.shape', tx.shape).number('scale', scale).done(),
   ];
-  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data]];
+  const buffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
   return { fn, args, result: out.result, buffers };
 }
 

@@ -6,6 +6,8 @@
  * queue empty when everything settles.
  */
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import {
   attention,
@@ -18,6 +20,7 @@ import {
   type AttentionOptions,
   type Tensor,
 } from '../lib';
+import { asyncCopies } from '../lib/async-copies';
 import { native } from '../lib/native';
 import { getGc } from './helpers/gc';
 import { nativeOnly } from './helpers/backend';
@@ -348,7 +351,8 @@ test('an out buffer detached while queued rejects; the other queued ops still re
  * The child: a call whose out is transferred away once the addon has it, then one queued in the
  * addon behind another; each time the transferred copy is collected and same-sized arrays are allocated.
  * Before the addon held the buffers' memory, the call wrote into freed memory (a segfault, or
- * another array's elements), so this runs in a process of its own.
+ * another array's elements), so this runs in a process of its own. It writes its findings to the
+ * file named second: Windows' node.exe under wine cannot write to a pipe.
  */
 const DETACH_CHILD = String.raw`
 const m = require(process.argv[1]);
@@ -377,9 +381,33 @@ async function scenario(label, startOthers) {
     await scenario('handed to the addon', () => []),
     await scenario('queued in the addon', () => [m.attentionAsync(q, q, q)]),
   ];
-  console.log(JSON.stringify(results));
+  require('node:fs').writeFileSync(process.argv[2], JSON.stringify(results));
 })();
 `;
+
+/** Runs DETACH_CHILD with env added; returns its exit and findings. */
+function detachChild(env: NodeJS.ProcessEnv = {}) {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-detach-')), 'results.json');
+  const r = spawnSync(process.execPath, ['--expose-gc', '-e', DETACH_CHILD, path.resolve(__dirname, '..'), file], {
+    encoding: 'utf8',
+    timeout: 120000,
+    env: { ...process.env, ...env },
+  });
+  const results = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as { label: string; inFlight: number; outcome: string; overwritten: number }[]) : [];
+  fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  return { exit: { status: r.status, signal: r.signal, stderr: r.stderr }, results };
+}
+
+function expectDetachFindings(results: { label: string; inFlight: number; outcome: string; overwritten: number }[]): void {
+  expect(results.map((x) => [x.label, x.inFlight])).toEqual([
+    ['handed to the addon', 1],
+    ['queued in the addon', 2],
+  ]);
+  for (const x of results) {
+    expect(x.outcome).toBe('TypeError: attentionAsync: options.out was detached while the call ran; its result is not defined');
+    expect(x.overwritten).toBe(0);
+  }
+}
 
 nativeOnly('the addon holds async buffers (built with V8\'s headers, C++20 from Node 23 on)', () => {
   // Both builds find v8.h beside the running Node (node-gyp through nodedir, CMakeLists.txt through
@@ -399,20 +427,9 @@ nativeOnly('setBufferPinning takes only a buffer-pinning module\'s export (a typ
 
 // Without the buffers held, the child would crash: only where the addon holds them.
 (info().pinsAsyncBuffers ? test : test.skip)('a buffer transferred away while its call runs: the call rejects naming it, and no freed memory is touched', () => {
-  const r = spawnSync(process.execPath, ['--expose-gc', '-e', DETACH_CHILD, path.resolve(__dirname, '..')], {
-    encoding: 'utf8',
-    timeout: 120000,
-  });
-  expect({ status: r.status, signal: r.signal, stderr: r.stderr }).toEqual({ status: 0, signal: null, stderr: '' });
-  const results = JSON.parse(r.stdout.trim()) as { label: string; inFlight: number; outcome: string; overwritten: number }[];
-  expect(results.map((x) => [x.label, x.inFlight])).toEqual([
-    ['handed to the addon', 1],
-    ['queued in the addon', 2],
-  ]);
-  for (const x of results) {
-    expect(x.outcome).toBe('TypeError: attentionAsync: options.out was detached while the call ran; its result is not defined');
-    expect(x.overwritten).toBe(0);
-  }
+  const { exit, results } = detachChild();
+  expect(exit).toEqual({ status: 0, signal: null, stderr: '' });
+  expectDetachFindings(results);
 });
 
 // ---------------------------------------------------------------- queue accounting
@@ -432,4 +449,181 @@ test('info().queued and inFlight return to 0 after everything settles', async ()
   expect(after.queued).toBe(0);
   expect(after.inFlight).toBe(0);
   expect(native.info().pendingAsync).toBe(0);
+});
+
+// ---------------------------------------------------------------- without pinning: private copies
+
+/**
+ * Where the addon cannot hold buffers (the Windows package: info().pinsAsyncBuffers false), each async
+ * call computes on private copies of its buffers and copies what it wrote back (lib/async-copies.ts).
+ * MHSA_ASYNC_COPIES=1 takes that path anywhere: here in a second instance of the package, so the rest
+ * of this file keeps the addon's own choice.
+ */
+describe('private copies (what an addon without pinning does; MHSA_ASYNC_COPIES=1)', () => {
+  let m: typeof import('../lib');
+
+  beforeAll(() => {
+    const saved = process.env.MHSA_ASYNC_COPIES;
+    process.env.MHSA_ASYNC_COPIES = '1';
+    try {
+      jest.isolateModules(() => {
+        m = require('../lib') as typeof import('../lib');
+        // Decided once, at the first async call: now, while the variable is set.
+        expect((require('../lib/async-copies') as typeof import('../lib/async-copies')).asyncCopies()).toBe(true);
+      });
+    } finally {
+      if (saved === undefined) delete process.env.MHSA_ASYNC_COPIES;
+      else process.env.MHSA_ASYNC_COPIES = saved;
+    }
+  });
+
+  afterEach(async () => {
+    for (let i = 0; i < 100 && (m.info().queued > 0 || m.info().inFlight > 0); i++) await new Promise((r) => setTimeout(r, 10));
+  });
+
+  test('the package copies by itself exactly where the addon holds no buffers', () => {
+    expect(asyncCopies()).toBe(process.env.MHSA_ASYNC_COPIES === '1' || !info().pinsAsyncBuffers);
+  });
+
+  test('results are bit-identical to sync: matmul (c, out = c, packed b), softmax, attention (mask, padding, weights), norms, prepack', async () => {
+    const a = T([3, 37, 53]);
+    const b = T([53, 29]);
+    const bias = T([29]);
+    expectSameBits((await m.matmulAsync(a, b, { c: bias, alpha: 0.5 })).data, m.matmul(a, b, { c: bias, alpha: 0.5 }).data);
+    const c1 = T([3, 37, 29]);
+    const c2 = clone(c1);
+    m.matmul(a, b, { c: c1, out: c1, beta: 0.25 });
+    const r = await m.matmulAsync(a, b, { c: c2, out: c2, beta: 0.25 });
+    expect(r.data).toBe(c2.data);
+    expectSameBits(c2.data, c1.data);
+    const packed = await m.prepackAsync(b);
+    expectSameBits(packed.data as Float32Array, m.prepack(b).data as Float32Array);
+    expectSameBits((await m.matmulAsync(a, packed)).data, m.matmul(a, b).data);
+
+    const x = T([4, 5, 300], 4);
+    expectSameBits((await m.softmaxAsync(x, { scale: 0.7 })).data, m.softmax(x, { scale: 0.7 }).data);
+    const w = T([300]);
+    const nb = T([300]);
+    expectSameBits((await m.layerNormAsync(x, { weight: w, bias: nb })).data, m.layerNorm(x, { weight: w, bias: nb }).data);
+    expectSameBits((await m.rmsNormAsync(x, { weight: w })).data, m.rmsNorm(x, { weight: w }).data);
+
+    const pad = new Uint8Array(2 * 19);
+    for (let i = 0; i < pad.length; i += 5) pad[i] = 1;
+    const [q, k, v] = [T([2, 4, 17, 16]), T([2, 2, 19, 16]), T([2, 2, 19, 16])];
+    const opts = { mask: T([17, 19]), keyPaddingMask: pad, returnWeights: true as const };
+    const s = m.attention(q, k, v, opts);
+    const ra = await m.attentionAsync(q, k, v, opts);
+    expectSameBits(ra.output.data, s.output.data);
+    expectSameBits(ra.weights.data, s.weights.data);
+  });
+
+  test('in-place ops still work: softmax (out: x), rope (out: x)', async () => {
+    const x1 = T([9, 77], 4);
+    const x2 = clone(x1);
+    m.softmax(x1, { out: x1 });
+    expect((await m.softmaxAsync(x2, { out: x2 })).data).toBe(x2.data);
+    expectSameBits(x2.data, x1.data);
+
+    const r1 = T([2, 3, 11, 16]);
+    const r2 = clone(r1);
+    const ropeOpts = { offset: 5, rotaryDim: 12 };
+    m.rope(r1, { ...ropeOpts, out: r1 });
+    expect((await m.ropeAsync(r2, { ...ropeOpts, out: r2 })).data).toBe(r2.data);
+    expectSameBits(r2.data, r1.data);
+  });
+
+  test('views sharing one ArrayBuffer share it in the copy too; bytes outside what the call writes stay the caller\'s', async () => {
+    // a [16, 24], b [24, 8] and c = out [16, 8] over one buffer, at offsets that are not 64-byte aligned, with gaps.
+    const buffer = new ArrayBuffer(4 * 1024);
+    const all = new Float32Array(buffer);
+    all.set(rnd(all.length));
+    const a = { data: new Float32Array(buffer, 4 * 3, 16 * 24), shape: [16, 24] };
+    const b = { data: new Float32Array(buffer, 4 * (3 + 16 * 24 + 5), 24 * 8), shape: [24, 8] };
+    const cOut = { data: new Float32Array(buffer, 4 * (3 + 16 * 24 + 5 + 24 * 8 + 7), 16 * 8), shape: [16, 8] };
+    const gapAt = 3 + 16 * 24 + 2; // between a and b: in the copied span, in no view
+    const reference = new Float32Array(all);
+    const ref = (offset: number, n: number) => reference.subarray(offset / 4, offset / 4 + n);
+    m.matmul({ data: ref(a.data.byteOffset, a.data.length), shape: a.shape }, { data: ref(b.data.byteOffset, b.data.length), shape: b.shape }, {
+      c: { data: ref(cOut.data.byteOffset, cOut.data.length), shape: cOut.shape },
+      out: { data: ref(cOut.data.byteOffset, cOut.data.length), shape: cOut.shape },
+      beta: 0.5,
+    });
+    const p = m.matmulAsync(a, b, { c: cOut, out: cOut, beta: 0.5 });
+    all[gapAt] = 42; // the caller's own change while the call runs, to bytes the call does not use
+    reference[gapAt] = 42;
+    const r = await p;
+    expect(r.data).toBe(cOut.data);
+    expectSameBits(all, reference);
+  });
+
+  test('an input or out transferred mid-call rejects naming it, touches nothing, and leaves other calls exact', async () => {
+    const shape = [1, 4, 256, 64];
+    const mk = () => ({ q: T(shape), k: T(shape), v: T(shape), out: { data: new Float32Array(prod(shape)).fill(-7), shape } });
+    const calls = [mk(), mk(), mk(), mk()];
+    const expected = calls.map((c) => m.attention(c.q, c.k, c.v).data);
+    const promises = calls.map((c) => m.attentionAsync(c.q, c.k, c.v, { out: c.out }));
+    expect(m.info().inFlight).toBe(2); // calls 0 and 1 are native's now, on their copies
+    const movedQ = structuredClone(calls[0].q.data.buffer, { transfer: [calls[0].q.data.buffer as ArrayBuffer] });
+    const movedOut = structuredClone(calls[1].out.data.buffer, { transfer: [calls[1].out.data.buffer as ArrayBuffer] });
+    const results = await Promise.allSettled(promises);
+    expect(results.map((x) => x.status)).toEqual(['rejected', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(((results[0] as PromiseRejectedResult).reason as Error).message).toBe(
+      'attentionAsync: q was detached while the call ran; its result is not defined',
+    );
+    expect(((results[1] as PromiseRejectedResult).reason as Error).message).toBe(
+      'attentionAsync: options.out was detached while the call ran; its result is not defined',
+    );
+    // The job wrote its own copy: the memory that moved with the transfer still holds what it held.
+    expect(new Float32Array(movedOut).every((x) => x === -7)).toBe(true);
+    expect(movedQ.byteLength).toBe(prod(shape) * 4);
+    for (const i of [2, 3]) expectSameBits(calls[i].out.data, expected[i]);
+  });
+
+  test('the block: forwardAsync (sequence stages, out, returnWeights) and a decoder step over a KV cache', async () => {
+    const dim = 48;
+    const r = (n: number, s: number) => rnd(n, s);
+    const block = new m.MultiHeadSelfAttention({
+      dim,
+      heads: 4,
+      norm: { weight: m.tensor(r(dim, 1), [dim]), bias: m.tensor(r(dim, 0.1), [dim]) },
+      weights: {
+        qkvWeight: m.tensor(r(3 * dim * dim, 0.15), [3 * dim, dim]),
+        outWeight: m.tensor(r(dim * dim, 0.15), [dim, dim]),
+        outBias: m.tensor(r(dim, 0.1), [dim]),
+      },
+    });
+    const x = T([2, 13, dim]);
+    expectSameBits((await block.forwardAsync(x)).data, block.forward(x).data);
+    const out = { data: new Float32Array(2 * 13 * dim), shape: [2, 13, dim] };
+    expect((await block.forwardAsync(x, { out, causal: true })).data).toBe(out.data);
+    expectSameBits(out.data, block.forward(x, { causal: true }).data);
+    const sw = block.forward(x, { returnWeights: true });
+    const aw = await block.forwardAsync(x, { returnWeights: true });
+    expectSameBits(aw.output.data, sw.output.data);
+    expectSameBits(aw.weights.data, sw.weights.data);
+
+    const decoder = new m.MultiHeadSelfAttention({
+      dim: 32,
+      heads: 4,
+      kvHeads: 2,
+      norm: { type: 'rms', weight: m.tensor(r(32, 1), [32]) },
+      rope: { theta: 10000, rotaryDim: 8, interleaved: false },
+      weights: { qkvWeight: m.tensor(r(64 * 32, 0.2), [64, 32]), outWeight: m.tensor(r(32 * 32, 0.2), [32, 32]) },
+    });
+    const syncCache = new m.KVCache({ batch: 1, kvHeads: 2, headDim: 8, maxLength: 8 });
+    const asyncCache = new m.KVCache({ batch: 1, kvHeads: 2, headDim: 8, maxLength: 8 });
+    const steps = T([1, 6, 32]);
+    for (let t = 0; t < 6; t++) {
+      const step = { data: steps.data.slice(t * 32, (t + 1) * 32), shape: [1, 1, 32] };
+      const s1 = decoder.forward(step, { cache: syncCache, causal: true });
+      const s2 = await decoder.forwardAsync(step, { cache: asyncCache, causal: true });
+      expectSameBits(s2.data, s1.data);
+    }
+  });
+
+  test('a buffer transferred away and collected while its call runs: rejects naming it, and no freed memory is touched', () => {
+    const { exit, results } = detachChild({ MHSA_ASYNC_COPIES: '1' });
+    expect({ status: exit.status, signal: exit.signal }).toEqual({ status: 0, signal: null });
+    expectDetachFindings(results);
+  });
 });

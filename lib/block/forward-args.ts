@@ -19,6 +19,7 @@ import {
   type Tensor,
   type TensorLike,
 } from '../tensor';
+import type { NamedBuffer } from '../queue';
 import { checkOptions, optBoolean } from '../validate';
 import type { BlockWeights } from './config';
 import { workspaceGrowth, type Workspace } from './plan';
@@ -52,7 +53,7 @@ export interface PreparedForward {
   attnOptions: AttentionOptions;
   returnWeights: boolean;
   /** The caller's buffers by the names its errors use (x, options.out, the masks). */
-  callerBuffers: Array<[string, ArrayBufferView]>;
+  callerBuffers: NamedBuffer[];
 }
 
 /**
@@ -109,7 +110,7 @@ export function prepareForward(
   for (const [name, data] of w.inPlaceWeights) {
     if (isDetached(data)) throw detachedError(fn, name);
   }
-  const callerBuffers: Array<[string, ArrayBufferView]> = [['x', tx.data], ['options.out', out.data]];
+  const callerBuffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
   if (mask) callerBuffers.push(['options.mask', mask.data]);
   if (pad) callerBuffers.push(['options.keyPaddingMask', pad]);
   if (mode === 'async') {

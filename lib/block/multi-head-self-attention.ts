@@ -241,8 +241,10 @@ export class MultiHeadSelfAttention {
       // Owned descriptors: the job may start after other ops have reused the shared buffer.
       const stages = cached ?? fresh!.kept?.stages ?? ownDescriptors(fresh!.stages);
       const result = fresh ? fresh.result : p.out.result;
-      // What the caller could detach while the job waits: its own buffers and the weights read in place.
+      // What the caller could detach while the job waits: its own buffers and the weights read in place;
+      // and the head-averaged weights the job writes (returnWeights), for private copies (lib/async-copies.ts).
       const buffers: NamedBuffer[] = [...p.callerBuffers, ...this.weights.inPlaceWeights];
+      if ('weights' in result) buffers.push(['the weights', result.weights.data, true]);
       await runAsync(
         () => ({ fn, args: () => [stages], result, buffers }),
         (a) => native.sequence(a[0] as unknown[][], a[1] as NativeCallback),
