@@ -109,7 +109,7 @@ async function main() {
   const yAsync = await block.forwardAsync(t(x));
 
   let platformPackage = null;
-  for (const name of ['@mhsa/linux-x64-gnu', '@mhsa/linux-arm64-gnu']) {
+  for (const name of ['@mhsa/linux-x64-gnu', '@mhsa/linux-arm64-gnu', '@mhsa/win32-x64']) {
     try {
       platformPackage = path.dirname(require.resolve(`${name}/package.json`, { paths: [path.dirname(require.resolve('mhsa'))] }));
     } catch {}

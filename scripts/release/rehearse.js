@@ -6,9 +6,11 @@
 // and with pnpm, and runs an attention call and the block in each, against a
 // float64 reference (consumer-smoke.js), under Node 20, 22, 24 and 26. The
 // arm64 package is installed for arm64 and run under qemu-aarch64 with the
-// arm64 Node build, with the jest suite's op and block tests. Last, each
-// Linux binary's newest required glibc symbol version.
-//   node scripts/release/rehearse.js [--platforms=linux-x64,linux-arm64] [--compare-onnxruntime]
+// arm64 Node build, with the jest suite's op and block tests. The win32 package
+// is installed for Windows x64 and run under wine with the registry's Windows
+// Node builds, with the op, block, decoder, async, bad-input and fixture tests.
+// Last, each Linux binary's newest required glibc symbol version.
+//   node scripts/release/rehearse.js [--platforms=linux-x64,linux-arm64,win32-x64] [--compare-onnxruntime]
 //   (--no-pack: the tarballs already in release/)
 'use strict';
 
@@ -33,6 +35,39 @@ const OP_AND_BLOCK_TESTS = ['matmul', 'softmax', 'attention', 'layernorm', 'prep
 const EMULATED_TESTS = ['fixtures', 'layernorm', 'block'].map((t) => `test/${t}.test.ts`);
 /** What else a prebuilt x64 addon must get right: every SIMD table (MHSA_ISA), async buffer pinning, workers. */
 const BINDING_TESTS = ['isa-paths', 'async', 'lying-values', 'worker-threads'].map((t) => `test/${t}.test.ts`);
+/**
+ * Under wine: every op, the block and the decoder, async calls (on private copies), bad inputs,
+ * PyTorch's outputs, and what the x64 package's binding tests check (every SIMD table, workers).
+ */
+const WINDOWS_TESTS = ['matmul', 'softmax', 'attention', 'layernorm', 'prepack', 'rope', 'block', 'block-decoder', 'async', 'bad-inputs', 'fixtures',
+  'isa-paths', 'lying-values', 'worker-threads'].map((t) => `test/${t}.test.ts`);
+/**
+ * Tests left out under wine, by name, each with why: all three need V8's C++ API, which the Windows
+ * addon cannot link (MSVC-mangled), so async calls copy there instead (the async tests' "private
+ * copies" cases) and results come from V8's allocator.
+ */
+const WINDOWS_EXCLUDED = {
+  "the addon holds async buffers (built with V8's headers, C++20 from Node 23 on)": 'no pinning on Windows: copies instead',
+  "setBufferPinning takes only a buffer-pinning module's export (a type-tagged external), and changes nothing otherwise":
+    'its last line asserts pinsAsyncBuffers true, which no Windows addon is',
+  'pooled results transferred to and from a worker stay valid, there and after the worker exits':
+    'the result pool makes its ArrayBuffers with V8\'s API: off on Windows (resultPool.enabled false)',
+};
+const WINE = '/usr/lib/wine/wine64';
+/**
+ * ProcessPrng, for wine 8.0, which has no bcryptprimitives.dll: Rust's standard library (1.78 on)
+ * takes its random bytes there, so jest's resolver binding (Rust, MSVC) does not load without it.
+ */
+const PROCESS_PRNG = `#include <windows.h>
+#include <bcrypt.h>
+__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T size) {
+  for (ULONG n; size > 0; data += n, size -= n) {
+    n = size > 0x40000000 ? 0x40000000 : (ULONG)size;
+    if (BCryptGenRandom(NULL, data, n, BCRYPT_USE_SYSTEM_PREFERRED_RNG) != 0) return FALSE;
+  }
+  return TRUE;
+}
+`;
 
 const args = process.argv.slice(2);
 const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
@@ -50,6 +85,24 @@ function sh(cmd, cmdArgs, options = {}) {
   const r = spawnSync(cmd, cmdArgs, { encoding: 'utf8', maxBuffer: 1 << 26, ...options });
   if (r.status !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')} exited ${r.status ?? r.signal}:\n${r.stderr}\n${r.stdout}`.slice(0, 8000));
   return r.stdout;
+}
+
+/**
+ * spawnSync with stdout and stderr in files, read back after: Windows' node.exe under wine cannot
+ * write to a pipe (EBADF).
+ */
+function spawnToFiles(cmd, cmdArgs, options = {}) {
+  const dir = fs.mkdtempSync(path.join(work, 'output-'));
+  const files = ['stdout', 'stderr'].map((n) => path.join(dir, n));
+  const fds = files.map((f) => fs.openSync(f, 'w'));
+  try {
+    const r = spawnSync(cmd, cmdArgs, { ...options, stdio: ['ignore', ...fds] });
+    const [stdout, stderr] = files.map((f) => fs.readFileSync(f, 'utf8'));
+    return { status: r.status, signal: r.signal, stdout: r.error ? `${stdout}${r.error.message}` : stdout, stderr };
+  } finally {
+    for (const fd of fds) fs.closeSync(fd);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function duBytes(dir) {
@@ -142,20 +195,25 @@ function timed(fn) {
   return Number(process.hrtime.bigint() - t0) / 1e9;
 }
 
-/** Runs consumer-smoke.js in dir with the given node (and wrapper); checks what it prints. */
-function smoke(dir, label, nodeCommand, expectArch) {
+/**
+ * Runs consumer-smoke.js in dir with the given node (and wrapper); checks what it prints. Async buffers are
+ * pinned on Linux; the Windows addon has no pinning (its async calls copy: lib/async-copies.ts).
+ */
+function smoke(dir, label, nodeCommand, expectArch, { env, pins = true } = {}) {
   let out;
   // Copied in: run from scripts/, require('mhsa') would find this checkout by self-reference.
   fs.copyFileSync(path.join(__dirname, 'consumer-smoke.js'), path.join(dir, 'consumer-smoke.js'));
+  const r = spawnToFiles(nodeCommand[0], [...nodeCommand.slice(1), 'consumer-smoke.js'], { cwd: dir, env });
   try {
-    out = JSON.parse(sh(nodeCommand[0], [...nodeCommand.slice(1), 'consumer-smoke.js'], { cwd: dir }).trim().split('\n').pop());
+    if (r.status !== 0) throw new Error(`exited ${r.status ?? r.signal}: ${r.stderr}`);
+    out = JSON.parse(r.stdout.trim().split('\n').pop());
   } catch (e) {
     check(false, `${label}: the smoke run failed: ${e.message.split('\n').slice(0, 6).join(' | ')}`);
     return;
   }
   const errors = [...out.attention, ...out.block];
   check(
-    out.arch === expectArch && out.platformPackage !== null && out.pinsAsyncBuffers === true && errors.every((e) => e < 1e-5),
+    out.arch === expectArch && out.platformPackage !== null && out.pinsAsyncBuffers === pins && errors.every((e) => e < 1e-5),
     `${label}: node ${out.node} (ABI ${out.abi}, ${out.arch}, isa ${out.isa}) loads ${out.platformPackage && path.basename(out.platformPackage)}, ` +
       `pinsAsyncBuffers ${out.pinsAsyncBuffers}; attention ${out.attention.map((e) => e.toExponential(1)).join('/')}, ` +
       `block ${out.block.map((e) => e.toExponential(1)).join('/')} (sync/async rel. error vs float64)`,
@@ -194,7 +252,7 @@ function checkGlibc() {
  * node_modules. The copy sits inside the checkout, so the dev dependencies
  * resolve from the checkout's node_modules above it.
  */
-function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests, extraEnv = {}) {
+function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests, extraEnv = {}, excluded = {}) {
   const dir = path.join(work, `tests-${label.replace(/\W+/g, '-')}`);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(path.join(dir, 'node_modules', path.dirname(packageName)), { recursive: true });
@@ -205,22 +263,31 @@ function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests,
   }
   fs.cpSync(packageDir, path.join(dir, 'node_modules', packageName), { recursive: true });
   const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
+  const names = Object.keys(excluded);
+  const escape = (name) => name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  // jest matches -t against "describe names test name"; these are top-level tests.
+  const skip = names.length > 0 ? ['-t', `^(?!(${names.map(escape).join('|')})$)`] : [];
   const seconds = timed(() => {
-    const r = spawnSync(nodeCommand[0], [...nodeCommand.slice(1), jest, '--runInBand', ...tests], {
+    const r = spawnToFiles(nodeCommand[0], [...nodeCommand.slice(1), jest, '--runInBand', ...skip, ...tests], {
       cwd: dir,
-      encoding: 'utf8',
       env: { ...process.env, MHSA_ADDON: '', ...extraEnv },
     });
     const summary = `${r.stderr}`.split('\n').filter((l) => /^Tests:|^Test Suites:/.test(l)).join('; ');
     check(r.status === 0, `${label}: jest ${tests.map((t) => path.basename(t, '.test.ts')).join(', ')}: ${summary || r.stderr.slice(-2000)}`);
   });
   report.push(`     (${label}: ${seconds.toFixed(0)} s)`);
+  for (const [name, why] of Object.entries(excluded)) report.push(`     (${label}: left out "${name}": ${why})`);
 }
 
 /** jest 30 resolves modules with unrs-resolver, a native addon: the checkout has its own platform's binary only. */
 function jestResolverFor(platform) {
   const unrs = JSON.parse(fs.readFileSync(path.join(root, 'node_modules', 'unrs-resolver', 'package.json'), 'utf8')).version;
-  const binding = registryPackage(`@unrs/resolver-binding-${platform}-gnu@${unrs}`, cache);
+  const binding = registryPackage(`@unrs/resolver-binding-${platform}-${platform.startsWith('win32') ? 'msvc' : 'gnu'}@${unrs}`, cache);
+  if (platform.startsWith('win32') && !fs.existsSync(path.join(binding, 'bcryptprimitives.dll'))) {
+    // Beside the binding: Windows looks for a module's imports in its own directory first.
+    fs.writeFileSync(path.join(binding, 'bcryptprimitives.c'), PROCESS_PRNG);
+    sh('x86_64-w64-mingw32-gcc', ['-O2', '-shared', '-s', '-o', 'bcryptprimitives.dll', 'bcryptprimitives.c', '-lbcrypt'], { cwd: binding });
+  }
   return { NAPI_RS_NATIVE_LIBRARY_PATH: path.join(binding, fs.readdirSync(binding).find((f) => f.endsWith('.node'))) };
 }
 
@@ -276,6 +343,31 @@ async function main() {
       smoke(arm64, 'arm64 under qemu-aarch64', qemu, 'arm64');
       testsAgainstPackage('arm64 package under qemu', path.join(arm64, 'node_modules', '@mhsa', 'linux-arm64-gnu'), '@mhsa/linux-arm64-gnu',
         qemu, EMULATED_TESTS, jestResolverFor('linux-arm64'));
+    }
+
+    if (platforms.includes('win32-x64')) {
+      const win = consumer('npm-win32');
+      npmInstall(win, env, registry, ['--os=win32', '--cpu=x64']);
+      const installed = fs.readdirSync(path.join(win, 'node_modules', '@mhsa'));
+      check(installed.includes('win32-x64') && !installed.some((p) => p.startsWith('linux-')),
+        `npm install --os=win32 --cpu=x64 mhsa: node_modules/@mhsa holds ${installed.join(', ')}`);
+      // The registry's Windows Node builds under wine: its own check for the Windows version is
+      // skipped, and wine's debug lines are silenced.
+      const wineEnv = { ...process.env, NODE_SKIP_PLATFORM_CHECK: '1', WINEDEBUG: '-all' };
+      const winNode = (major) => [WINE, path.join(nodeDist('win', 'x64', major, cache), 'bin', 'node.exe')];
+      const wine = sh(WINE, ['--version']).trim();
+      for (const major of NODE_MAJORS) {
+        // wine 8.0 cannot start Node 24 and later at all (V8 aborts reserving its tables): asked first,
+        // with no addon involved, so that only a Node that runs here judges the package.
+        const start = spawnToFiles(winNode(major)[0], [...winNode(major).slice(1), '-e', '0'], { env: wineEnv });
+        if (start.status !== 0 && major !== NODE_MAJORS[0]) {
+          report.push(`     (win32-x64: Node ${major}'s node.exe does not start under ${wine}: ${/Fatal[^\n]*/.exec(start.stderr)?.[0] ?? `exit ${start.status}`})`);
+          continue;
+        }
+        smoke(win, `win32-x64 under ${wine}, Node ${major}`, winNode(major), 'x64', { env: wineEnv, pins: false });
+      }
+      testsAgainstPackage('win32-x64 package under wine', path.join(win, 'node_modules', '@mhsa', 'win32-x64'), '@mhsa/win32-x64',
+        winNode(NODE_MAJORS[0]), WINDOWS_TESTS, { ...wineEnv, ...jestResolverFor('win32-x64') }, WINDOWS_EXCLUDED);
     }
 
     if (args.includes('--compare-onnxruntime')) {
