@@ -579,6 +579,20 @@ describe('private copies (what an addon without pinning does; MHSA_ASYNC_COPIES=
     for (const i of [2, 3]) expectSameBits(calls[i].out.data, expected[i]);
   });
 
+  test('many concurrent calls of the same sizes (whose copies later calls reuse) each get their own result', async () => {
+    const calls = Array.from({ length: 40 }, (_, i) => {
+      const a = T([33, 70]);
+      const b = T([70, 45]);
+      const out = i % 2 ? { data: new Float32Array(33 * 45), shape: [33, 45] } : undefined;
+      return { a, b, out, expected: m.matmul(a, b).data };
+    });
+    const results = await Promise.all(calls.map((c) => m.matmulAsync(c.a, c.b, c.out ? { out: c.out } : undefined)));
+    results.forEach((r, i) => {
+      expectSameBits(r.data, calls[i].expected);
+      if (calls[i].out) expect(r.data).toBe(calls[i].out!.data);
+    });
+  });
+
   test('the block: forwardAsync (sequence stages, out, returnWeights) and a decoder step over a KV cache', async () => {
     const dim = 48;
     const r = (n: number, s: number) => rnd(n, s);
