@@ -114,9 +114,9 @@ async function main() {
       platformPackage = path.dirname(require.resolve(`${name}/package.json`, { paths: [path.dirname(require.resolve('mhsa'))] }));
     } catch {}
   }
-  const { isa, pinsAsyncBuffers, version } = mhsa.info();
+  const { backend, isa, pinsAsyncBuffers, version } = mhsa.info();
   console.log(JSON.stringify({
-    node: process.version, abi: process.versions.modules, arch: process.arch, version, isa, pinsAsyncBuffers, platformPackage,
+    node: process.version, abi: process.versions.modules, arch: process.arch, version, backend, isa, pinsAsyncBuffers, platformPackage,
     attention: [relativeError(sync.data, ref), relativeError(async_.data, ref)],
     block: [relativeError(y.data, blockRef), relativeError(yAsync.data, blockRef)],
   }));

@@ -9,8 +9,10 @@
 // arm64 Node build, with the jest suite's op and block tests. The win32 package
 // is installed for Windows x64 and run under wine with the registry's Windows
 // Node builds, with the op, block, decoder, async, bad-input and fixture tests.
+// The wasm32 package is installed as on macOS (--os=darwin --cpu=arm64, with npm
+// and pnpm), so that no native package fits, and the same tests run against it.
 // Last, each Linux binary's newest required glibc symbol version.
-//   node scripts/release/rehearse.js [--platforms=linux-x64,linux-arm64,win32-x64] [--compare-onnxruntime]
+//   node scripts/release/rehearse.js [--platforms=linux-x64,linux-arm64,win32-x64,wasm32] [--compare-onnxruntime]
 //   (--no-pack: the tarballs already in release/)
 'use strict';
 
@@ -18,6 +20,7 @@ const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { NODE_MAJORS, nodeDist, registryPackage } = require('./node-dists');
+const { WASM_TESTS } = require('../test-wasm');
 
 const root = path.resolve(__dirname, '..', '..');
 const release = path.join(root, 'release');
@@ -71,7 +74,7 @@ __declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T size) {
 
 const args = process.argv.slice(2);
 const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
-const platforms = (option('platforms') ?? 'linux-x64,linux-arm64').split(',');
+const platforms = (option('platforms') ?? 'linux-x64,linux-arm64,win32-x64,wasm32').split(',');
 const failures = [];
 const report = [];
 
@@ -199,7 +202,7 @@ function timed(fn) {
  * Runs consumer-smoke.js in dir with the given node (and wrapper); checks what it prints. Async buffers are
  * pinned on Linux; the Windows addon has no pinning (its async calls copy: lib/async-copies.ts).
  */
-function smoke(dir, label, nodeCommand, expectArch, { env, pins = true } = {}) {
+function smoke(dir, label, nodeCommand, expectArch, { env, pins = true, backend = 'native' } = {}) {
   let out;
   // Copied in: run from scripts/, require('mhsa') would find this checkout by self-reference.
   fs.copyFileSync(path.join(__dirname, 'consumer-smoke.js'), path.join(dir, 'consumer-smoke.js'));
@@ -213,8 +216,9 @@ function smoke(dir, label, nodeCommand, expectArch, { env, pins = true } = {}) {
   }
   const errors = [...out.attention, ...out.block];
   check(
-    out.arch === expectArch && out.platformPackage !== null && out.pinsAsyncBuffers === pins && errors.every((e) => e < 1e-5),
-    `${label}: node ${out.node} (ABI ${out.abi}, ${out.arch}, isa ${out.isa}) loads ${out.platformPackage && path.basename(out.platformPackage)}, ` +
+    out.arch === expectArch && out.backend === backend && (out.platformPackage !== null) === (backend === 'native') &&
+      out.pinsAsyncBuffers === pins && errors.every((e) => e < 1e-5),
+    `${label}: node ${out.node} (ABI ${out.abi}, ${out.arch}, ${out.backend}, isa ${out.isa}) loads ${out.platformPackage ? path.basename(out.platformPackage) : 'no native package'}, ` +
       `pinsAsyncBuffers ${out.pinsAsyncBuffers}; attention ${out.attention.map((e) => e.toExponential(1)).join('/')}, ` +
       `block ${out.block.map((e) => e.toExponential(1)).join('/')} (sync/async rel. error vs float64)`,
   );
@@ -313,7 +317,9 @@ async function main() {
       fs.rmSync(path.join(npmDefault, 'package-lock.json'));
       const warm = timed(() => npmInstall(npmDefault, env, registry));
       const size = duBytes(path.join(npmDefault, 'node_modules'));
-      check(warm <= 5 && size <= 5e6, `npm install mhsa: ${warm.toFixed(1)} s from a warm cache (${cold.toFixed(1)} s cold), node_modules ${MB(size)}`);
+      // Every optional package npm fetches counts: the native one and @mhsa/wasm32, which installs everywhere.
+      const fetched = fs.readdirSync(path.join(npmDefault, 'node_modules', '@mhsa')).join(', ');
+      check(warm <= 8 && size <= 6e6, `npm install mhsa: ${warm.toFixed(1)} s from a warm cache (${cold.toFixed(1)} s cold), node_modules ${MB(size)} (@mhsa/: ${fetched})`);
       check(!fs.existsSync(path.join(npmDefault, 'node_modules', 'mhsa', 'build')), 'nothing was built on install (no node_modules/mhsa/build)');
       for (const major of NODE_MAJORS) {
         const node = major === Number(process.versions.node.split('.')[0]) ? process.execPath : path.join(nodeDist('linux', 'x64', major, cache), 'bin', 'node');
@@ -333,6 +339,30 @@ async function main() {
       smoke(viaPnpm, 'pnpm 10', [process.execPath], 'x64');
       testsAgainstPackage('x64 package', path.join(npmDefault, 'node_modules', '@mhsa', 'linux-x64-gnu'), '@mhsa/linux-x64-gnu',
         [process.execPath], [...OP_AND_BLOCK_TESTS, ...BINDING_TESTS]);
+    }
+
+    if (platforms.includes('wasm32')) {
+      // As on a Mac, where npm fetches no native package: the loader must take @mhsa/wasm32. This
+      // host's own native package is missing on purpose, so the loader's line about it is silenced.
+      const quiet = { ...process.env, MHSA_WASM_QUIET: '1' };
+      const onMac = consumer('npm-darwin-arm64');
+      npmInstall(onMac, env, registry, ['--os=darwin', '--cpu=arm64']);
+      const fetched = fs.readdirSync(path.join(onMac, 'node_modules', '@mhsa'));
+      check(fetched.join() === 'wasm32', `npm install --os=darwin --cpu=arm64 mhsa: node_modules/@mhsa holds ${fetched.join(', ')}, ` +
+        `${MB(duBytes(path.join(onMac, 'node_modules', '@mhsa', 'wasm32')))} of it the wasm package`);
+      for (const major of NODE_MAJORS) {
+        const node = major === Number(process.versions.node.split('.')[0]) ? process.execPath : path.join(nodeDist('linux', 'x64', major, cache), 'bin', 'node');
+        smoke(onMac, `wasm32 (npm, as on darwin-arm64), Node ${major}`, [node], 'x64', { env: quiet, pins: false, backend: 'wasm32' });
+      }
+      const pnpm = tool('pnpm', '10.34.9');
+      const pnpmOnMac = consumer('pnpm-darwin-arm64');
+      const manifest = JSON.parse(fs.readFileSync(path.join(pnpmOnMac, 'package.json'), 'utf8'));
+      manifest.pnpm = { supportedArchitectures: { os: ['darwin'], cpu: ['arm64'] } };
+      fs.writeFileSync(path.join(pnpmOnMac, 'package.json'), JSON.stringify(manifest));
+      sh(process.execPath, [path.join(pnpm, 'bin', 'pnpm.cjs'), 'add', `mhsa@${version}`, `--registry=${registry.url}/`,
+        `--store-dir=${path.join(work, 'pnpm-store')}`, '--reporter=silent'], { cwd: pnpmOnMac, env });
+      smoke(pnpmOnMac, 'wasm32 (pnpm 10, as on darwin-arm64)', [process.execPath], 'x64', { env: quiet, pins: false, backend: 'wasm32' });
+      testsAgainstPackage('wasm32 package', path.join(onMac, 'node_modules', '@mhsa', 'wasm32'), '@mhsa/wasm32', [process.execPath], WASM_TESTS, { MHSA_WASM_QUIET: '1' });
     }
 
     if (platforms.includes('linux-arm64')) {
@@ -355,6 +385,7 @@ async function main() {
       // skipped, and wine's debug lines are silenced.
       const wineEnv = { ...process.env, NODE_SKIP_PLATFORM_CHECK: '1', WINEDEBUG: '-all' };
       const winNode = (major) => [WINE, path.join(nodeDist('win', 'x64', major, cache), 'bin', 'node.exe')];
+      if (!fs.existsSync(WINE)) sh('bash', [path.join(root, 'scripts', 'apt-install.sh'), 'wine64'], { stdio: 'inherit' });
       const wine = sh(WINE, ['--version']).trim();
       for (const major of NODE_MAJORS) {
         // wine 8.0 cannot start Node 24 and later at all (V8 aborts reserving its tables): asked first,
