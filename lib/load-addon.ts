@@ -7,8 +7,9 @@
  *    install as an optional dependency, with the buffer-pinning module for the running Node's ABI
  *    when it ships one (docs/design/prebuilds.md);
  * 4. the WebAssembly package `@mhsa/wasm32`, which installs everywhere (docs/design/wasm.md). Where a
- *    native package exists for the platform but is missing, taking it says so once on stderr
- *    (`MHSA_WASM_QUIET=1` silences that): it is several times slower.
+ *    native package would fit the platform but is missing, taking it says so once on stderr
+ *    (`MHSA_WASM_QUIET=1` silences that): it is several times slower. On musl, where the Linux
+ *    packages (glibc) cannot load, it is taken in silence.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -141,7 +142,9 @@ export function loadAddon(env: NodeJS.ProcessEnv = process.env): LoadedAddon {
   if (dir !== undefined) return loadPrebuilt(dir);
   const wasm = loadWasm(root, 'wasm32 package', env);
   if (wasm === undefined) throw new Error(`mhsa: no addon for ${describePlatform()}: ${missingNative(name)}, nor ${WASM_PACKAGE}.\n${FROM_SOURCE}`);
-  if (name !== undefined && env.MHSA_WASM_QUIET !== '1') {
+  // Where the native package cannot fit (musl: it is built for glibc), wasm is what the platform gets.
+  const nativeFits = name !== undefined && (process.platform !== 'linux' || linuxLibc().startsWith('glibc'));
+  if (nativeFits && env.MHSA_WASM_QUIET !== '1') {
     process.stderr.write(
       `mhsa: running the WebAssembly addon, several times slower than native: ${missingNative(name)}. ` +
         'Reinstall with optional dependencies to get it; MHSA_WASM_QUIET=1 silences this.\n',
