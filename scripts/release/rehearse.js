@@ -373,6 +373,14 @@ async function main() {
         const node = major === Number(process.versions.node.split('.')[0]) ? process.execPath : path.join(nodeDist('linux', 'x64', major, cache), 'bin', 'node');
         smoke(onMac, `wasm32 (npm, as on darwin-arm64), Node ${major}`, [node], 'x64', { env: quiet, pins: false, backend: 'wasm32' });
       }
+      // Another CPU: the same install under the registry's arm64 Node, emulated (qemu-user and the
+      // arm64 C++ runtime that Node links, from Debian's packages, installed when missing).
+      if (!fs.existsSync('/usr/aarch64-linux-gnu/lib/libstdc++.so.6') || spawnSync('qemu-aarch64', ['--version']).error) {
+        sh('bash', [path.join(root, 'scripts', 'apt-install.sh'), 'qemu-user', 'libc6-arm64-cross', 'libstdc++6-arm64-cross'], { stdio: 'inherit' });
+      }
+      const armNode = path.join(nodeDist('linux', 'arm64', NODE_MAJORS[0], cache), 'bin', 'node');
+      smoke(onMac, `wasm32 (npm) on arm64 Node ${NODE_MAJORS[0]} under qemu-aarch64`, ['qemu-aarch64', '-L', '/usr/aarch64-linux-gnu', armNode], 'arm64',
+        { env: quiet, pins: false, backend: 'wasm32' });
       const pnpmOnMac = pnpmConsumerAs('pnpm-darwin-arm64', 'darwin', 'arm64', env, registry);
       smoke(pnpmOnMac, 'wasm32 (pnpm 10, as on darwin-arm64)', [process.execPath], 'x64', { env: quiet, pins: false, backend: 'wasm32' });
       testsAgainstPackage('wasm32 package', path.join(onMac, 'node_modules', '@mhsa', 'wasm32'), '@mhsa/wasm32', [process.execPath], WASM_TESTS, { MHSA_WASM_QUIET: '1' });
