@@ -25,7 +25,7 @@ export interface MhsaInfo {
   bf16: string;
   /** System BLAS linked at build time, or null for the built-in kernels. */
   blas: string | null;
-  /** Compute threads in use (setNumThreads, MHSA_NUM_THREADS, or the core count). */
+  /** Compute threads in use (setNumThreads, MHSA_NUM_THREADS, or the logical CPU count). */
   threads: number;
   /**
    * Threads executing mhsa kernels right now: the pool's helpers, the thread
@@ -104,7 +104,7 @@ export function info(): MhsaInfo {
 
 /**
  * Sets the number of compute threads shared by every op (sync and async).
- * The default is MHSA_NUM_THREADS if set, else the number of cores. Also
+ * The default is MHSA_NUM_THREADS if set, else the logical CPU count (hyper-threads included). Also
  * resets {@link MhsaInfo.peakActiveThreads}.
  *
  * @example

@@ -44,8 +44,9 @@ export interface BlockWeights {
    */
   decoder: boolean;
   decoderSettings: DecoderSettings;
-  /** The LayerNorm's epsilon (used only when hasNorm). */
+  /** The input norm's epsilon, LayerNorm's or RMSNorm's (used only when hasNorm). */
   eps: number;
+  /** Whether the input is normalized first (normType says how). */
   hasNorm: boolean;
   /** False only for seed 004's identity case (heads = 1, dimHead = dim, no outWeight). */
   projectOut: boolean;

@@ -80,9 +80,9 @@ export class MultiHeadSelfAttention {
   readonly dimHead: number;
   /** heads · dimHead: the width of q, k and v. */
   readonly innerDim: number;
-  /** The LayerNorm's epsilon (used only when {@link hasNorm}). */
+  /** The input norm's epsilon, LayerNorm's or RMSNorm's (used only when {@link hasNorm}). */
   readonly eps: number;
-  /** True when a LayerNorm is applied to the input first. */
+  /** True when the input is normalized first: a LayerNorm, or an RMSNorm (config `norm.type: 'rms'`). */
   readonly hasNorm: boolean;
   /**
    * True when the output projection is applied (false only in the identity
