@@ -53,6 +53,12 @@ export interface KVCacheAppendOptions {
 const CACHE_KNOWN = ['batch', 'kvHeads', 'headDim', 'maxLength', 'valueDim', 'dtype'] as const;
 const APPEND_KNOWN = ['layout', 'lengths'] as const;
 
+/** The view type of a cache's keys and values: float32, or bf16 for `dtype: 'bf16'`. */
+export type KVCacheView<D extends KVCacheDtype> = D extends 'bf16' ? Bf16StridedTensor : StridedTensor;
+
+/** How a {@link KVCache} stores keys and values. */
+export type KVCacheDtype = 'float32' | 'bf16';
+
 /**
  * Keys and values of past positions for a decoder, in storage allocated once:
  * [batch, kvHeads, maxLength, dim] each. `append` copies new positions in at
@@ -76,12 +82,6 @@ const APPEND_KNOWN = ['layout', 'lengths'] as const;
  * half.append(step, step);
  * attention(q, half.keys, half.values, { causal: true }); // shape [1, 4, 1, 4]
  */
-/** The view type of a cache's keys and values: float32, or bf16 for `dtype: 'bf16'`. */
-export type KVCacheView<D extends KVCacheDtype> = D extends 'bf16' ? Bf16StridedTensor : StridedTensor;
-
-/** How a {@link KVCache} stores keys and values. */
-export type KVCacheDtype = 'float32' | 'bf16';
-
 export class KVCache<D extends KVCacheDtype = 'float32'> {
   readonly batch: number;
   readonly kvHeads: number;
