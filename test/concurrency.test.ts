@@ -8,7 +8,6 @@
  * bit-identical to the same op run synchronously.
  */
 import { execFileSync } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import * as mhsa from '../lib';
@@ -23,6 +22,7 @@ import {
   singleOutputMatmulScale,
 } from './helpers/reference';
 import { refBlock } from './fixtures-scripts/block-reference';
+import { ensureCompiled } from './helpers/compiled';
 
 const ROOT = path.resolve(__dirname, '..');
 const MIX_PATH = path.join(__dirname, 'fixtures-scripts', 'op-mix.js');
@@ -53,14 +53,6 @@ interface OpMix {
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const mix = require(MIX_PATH) as OpMix;
 
-/** Builds dist/ (what the workers and the child load) unless it is newer than every lib/ source. */
-function ensureCompiled(): void {
-  const newestSource = Math.max(...fs.readdirSync(path.join(ROOT, 'lib')).map((f) => fs.statSync(path.join(ROOT, 'lib', f)).mtimeMs));
-  const entry = path.join(ROOT, 'dist', 'lib', 'index.js');
-  if (fs.existsSync(entry) && fs.statSync(entry).mtimeMs >= newestSource) return;
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'pipe' });
-}
 
 /**
  * The float64 reference of one op of the mix; `scale`, for a product or an attention with a single

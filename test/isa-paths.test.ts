@@ -8,9 +8,9 @@
  * Replay a failure with MHSA_TEST_SEED=<seed> (the seed is in the titles and messages).
  */
 import { spawnSync } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pickSeed } from './helpers/random';
+import { ensureCompiled } from './helpers/compiled';
 
 const SEED = pickSeed();
 const TOL = 1e-5;
@@ -192,10 +192,7 @@ describe(`each ISA path against the float64 reference (seed ${SEED})`, () => {
   let best = '';
 
   beforeAll(() => {
-    const entry = path.join(ROOT, 'dist', 'lib', 'index.js');
-    if (!fs.existsSync(entry)) {
-      throw new Error(`${entry} is missing: compile the package first (npx tsc -p tsconfig.build.json)`);
-    }
+    ensureCompiled();
     best = runChild(undefined, true).isa;
   });
 

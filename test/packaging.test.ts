@@ -14,6 +14,7 @@ import * as ts from 'typescript';
 import * as lib from '../lib';
 import { info, setNumThreads } from '../lib';
 import { PREBUILT_PLATFORMS, WASM_PACKAGE } from '../lib/load-addon';
+import { ensureCompiled } from './helpers/compiled';
 
 const ROOT = path.resolve(__dirname, '..');
 const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
@@ -47,16 +48,10 @@ const SMALL_MATMUL = {
 
 const ADDON = process.env.MHSA_ADDON === 'cmake' ? 'cmake-js build (MHSA_ADDON=cmake)' : 'node-gyp build';
 
-function requireDist(): void {
-  const entry = path.join(ROOT, 'dist', 'lib', 'index.js');
-  if (!fs.existsSync(entry)) {
-    throw new Error(`${entry} is missing: compile it with \`npx tsc -p tsconfig.build.json\` before running this test`);
-  }
-}
 
 /** Runs `node <args>` in the repo root; returns the JSON printed on stdout's last line. */
 function runNode(args: string[]): Record<string, unknown> {
-  requireDist();
+  ensureCompiled();
   const r = spawnSync(process.execPath, args, {
     cwd: ROOT,
     env: process.env,
@@ -218,7 +213,7 @@ describe('type declarations', () => {
   };
 
   beforeAll(() => {
-    requireDist();
+    ensureCompiled();
     host = ts.createCompilerHost(options);
     const getSourceFile = host.getSourceFile.bind(host);
     const fileExists = host.fileExists.bind(host);

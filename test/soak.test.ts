@@ -3,22 +3,16 @@
  * timing row for every op in both modes and the memory table, and its --json
  * report agrees with what it printed.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { ensureCompiled } from './helpers/compiled';
 
 const ROOT = path.resolve(__dirname, '..');
 const OPS = ['matmul', 'softmax', 'attention', 'layerNorm', 'block forward'];
 const MEMORY = ['rss', 'heapUsed', 'external', 'arrayBuffers'];
 
-/** Builds dist/ (what the script loads) unless it is newer than every lib/ source. */
-function ensureCompiled(): void {
-  const sources = fs.readdirSync(path.join(ROOT, 'lib')).map((f) => fs.statSync(path.join(ROOT, 'lib', f)).mtimeMs);
-  const entry = path.join(ROOT, 'dist', 'lib', 'index.js');
-  if (fs.existsSync(entry) && fs.statSync(entry).mtimeMs >= Math.max(...sources)) return;
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT });
-}
 
 interface SoakReport {
   calls: number;

@@ -4,29 +4,14 @@
  * against a plain-JS reference; then a worker is terminated while it has
  * async attention ops in flight, and the main thread carries on correctly.
  */
-import { execFileSync } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { attention, attentionAsync, info, matmul, matmulAsync, setResultPoolLimit, softmax, softmaxAsync, type Tensor } from '../lib';
 import { getGc } from './helpers/gc';
+import { ensureCompiled } from './helpers/compiled';
 
 const ROOT = path.resolve(__dirname, '..');
 
-/** Compiles lib/ into dist/ when dist/lib is missing or older than a source file. */
-function ensureCompiled(): void {
-  const libDir = path.join(ROOT, 'lib');
-  const stale = fs.readdirSync(libDir).filter((f) => f.endsWith('.ts')).some((f) => {
-    const js = path.join(ROOT, 'dist', 'lib', f.replace(/\.ts$/, '.js'));
-    return !fs.existsSync(js) || fs.statSync(js).mtimeMs < fs.statSync(path.join(libDir, f)).mtimeMs;
-  });
-  if (stale) {
-    execFileSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], {
-      cwd: ROOT,
-      stdio: 'pipe',
-    });
-  }
-}
 
 // Plain-JS reference kernels and a seeded generator, shared by the workers (as source) and the main thread.
 const REFERENCE_JS = String.raw`
