@@ -4,7 +4,7 @@
 
 namespace mhsa {
 
-AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
+AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "attention";
   JsBuffer q = floatArg(args[0], fn, "q");
   JsBuffer k = floatOrBf16Arg(args[1], fn, "k");
@@ -18,8 +18,8 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep
   AttentionCall call;
   throwIfError(env, prepareAttention(descriptorArg(args[9], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
                                      weights.arg, sinks.arg, keyLengths.arg, &call));
-  keep->read.insert(keep->read.end(), {q.value, k.value, v.value, mask.value, pad.value, sinks.value, keyLengths.value});
-  keep->written.insert(keep->written.end(), {out.value, weights.value});
+  buffers->read.insert(buffers->read.end(), {q.value, k.value, v.value, mask.value, pad.value, sinks.value, keyLengths.value});
+  buffers->written.insert(buffers->written.end(), {out.value, weights.value});
   return call;
 }
 

@@ -5,14 +5,14 @@
 namespace mhsa {
 namespace {
 
-CastBf16Call unwrapCastBf16(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
+CastBf16Call unwrapCastBf16(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "castBf16";
   JsBuffer src = floatOrBf16Arg(args[0], fn, "src");
   JsBuffer out = floatOrBf16Arg(args[1], fn, "out");
   CastBf16Call call;
   throwIfError(env, prepareCastBf16(descriptorArg(args[2], fn), src.arg, out.arg, &call));
-  keep->read.push_back(src.value);
-  keep->written.push_back(out.value);
+  buffers->read.push_back(src.value);
+  buffers->written.push_back(out.value);
   return call;
 }
 

@@ -4,7 +4,7 @@
 
 namespace mhsa {
 
-LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
+LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "layerNorm";
   JsBuffer x = floatArg(args[0], fn, "x");
   JsBuffer out = floatArg(args[1], fn, "out");
@@ -12,8 +12,8 @@ LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, KeepAlive* keep
   JsBuffer bias = optionalFloatArg(args[3], fn, "bias");
   LayerNormCall call;
   throwIfError(env, prepareLayerNorm(descriptorArg(args[4], fn), x.arg, out.arg, weight.arg, bias.arg, &call));
-  keep->read.insert(keep->read.end(), {x.value, weight.value, bias.value});
-  keep->written.push_back(out.value);
+  buffers->read.insert(buffers->read.end(), {x.value, weight.value, bias.value});
+  buffers->written.push_back(out.value);
   return call;
 }
 

@@ -5,7 +5,7 @@
 
 namespace mhsa {
 
-MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
+MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "matmul";
   JsBuffer a = floatArg(args[0], fn, "a");
   JsBuffer b = floatOrBf16Arg(args[1], fn, "b");
@@ -13,12 +13,12 @@ MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
   JsBuffer out = floatArg(args[3], fn, "out");
   MatmulCall call;
   throwIfError(env, prepareMatmul(descriptorArg(args[4], fn), a.arg, b.arg, c.arg, out.arg, &call));
-  keep->read.insert(keep->read.end(), {a.value, b.value, c.value});
-  keep->written.push_back(out.value);
+  buffers->read.insert(buffers->read.end(), {a.value, b.value, c.value});
+  buffers->written.push_back(out.value);
   return call;
 }
 
-MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep) {
+MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "layerNormMatmul";
   JsBuffer a = floatArg(args[0], fn, "a");
   JsBuffer b = floatOrBf16Arg(args[1], fn, "b");
@@ -29,8 +29,8 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* k
   MatmulCall call;
   throwIfError(env, prepareLayerNormMatmul(descriptorArg(args[6], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
                                            bias.arg, &call));
-  keep->read.insert(keep->read.end(), {a.value, b.value, c.value, weight.value, bias.value});
-  keep->written.push_back(out.value);
+  buffers->read.insert(buffers->read.end(), {a.value, b.value, c.value, weight.value, bias.value});
+  buffers->written.push_back(out.value);
   return call;
 }
 

@@ -37,12 +37,12 @@ StageValues readStage(Napi::Env env, const Napi::Value& value, uint32_t index) {
   return r;
 }
 
-StageCall unwrapStage(Napi::Env env, const StageValues& stage, uint32_t index, KeepAlive* keep) {
+StageCall unwrapStage(Napi::Env env, const StageValues& stage, uint32_t index, JobBuffers* buffers) {
   const OpArgs args(stage.args);
-  if (stage.kind == "matmul") return unwrapMatmul(env, args, keep);
-  if (stage.kind == "layerNormMatmul") return unwrapLayerNormMatmul(env, args, keep);
-  if (stage.kind == "attention") return unwrapAttention(env, args, keep);
-  if (stage.kind == "layerNorm") return unwrapLayerNorm(env, args, keep);
+  if (stage.kind == "matmul") return unwrapMatmul(env, args, buffers);
+  if (stage.kind == "layerNormMatmul") return unwrapLayerNormMatmul(env, args, buffers);
+  if (stage.kind == "attention") return unwrapAttention(env, args, buffers);
+  if (stage.kind == "layerNorm") return unwrapLayerNorm(env, args, buffers);
   throw Napi::RangeError::New(env, "sequence: stage " + std::to_string(index) +
                                        ": kind must be matmul, layerNormMatmul, attention or layerNorm, received '" +
                                        stage.kind + "'");
@@ -65,11 +65,11 @@ Napi::Value sequenceBinding(const Napi::CallbackInfo& info) {
   std::vector<StageValues> values;
   values.reserve(count);
   for (uint32_t i = 0; i < count; ++i) values.push_back(readStage(env, list.Get(i), i));
-  KeepAlive keep;
+  JobBuffers buffers;
   std::vector<StageCall> calls;
   calls.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) calls.push_back(unwrapStage(env, values[i], i, &keep));
-  runOrSubmit("sequence", info, 1, keep, [calls] {
+  for (uint32_t i = 0; i < count; ++i) calls.push_back(unwrapStage(env, values[i], i, &buffers));
+  runOrSubmit("sequence", info, 1, buffers, [calls] {
     for (const StageCall& call : calls) std::visit([](const auto& c) { runCall(c); }, call);
   });
   return env.Undefined();

@@ -1,6 +1,7 @@
 // One op's arguments unwrapped into a prepared call (ops/calls.h), shared by
 // the op's own entry point and by sequence(), which prepares every stage
-// before it runs any. Each appends the JS values an async job keeps alive.
+// before it runs any. Each adds the buffers it reads and writes to a
+// JobBuffers (async_job.h).
 // Errors name the op, as its own entry point does.
 #pragma once
 
@@ -13,24 +14,22 @@
 
 namespace mhsa {
 
-using KeepAlive = JobBuffers;
-
 // matmul(a, b, c|null, out, desc)
-MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep);
+MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
 // layerNormMatmul(a, b, c|null, out, weight|null, bias|null, desc)
-MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, KeepAlive* keep);
+MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
 // attention(q, k, v, out, mask|null, keyPaddingMask|null, weights|null, desc)
-AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, KeepAlive* keep);
+AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
 // layerNorm(x, out, weight|null, bias|null, desc)
-LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, KeepAlive* keep);
+LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
 
 // An op's own entry point: its arguments unwrapped by Unwrap, run now or, when
 // info[callbackIndex] is a function, queued (async_job.h).
-template <typename Call, Call (*Unwrap)(Napi::Env, const OpArgs&, KeepAlive*)>
+template <typename Call, Call (*Unwrap)(Napi::Env, const OpArgs&, JobBuffers*)>
 Napi::Value runOp(const Napi::CallbackInfo& info, const char* fn, size_t callbackIndex) {
-  KeepAlive keep;
-  const Call call = Unwrap(info.Env(), OpArgs(info), &keep);
-  runOrSubmit(fn, info, callbackIndex, keep, [call] { runCall(call); });
+  JobBuffers buffers;
+  const Call call = Unwrap(info.Env(), OpArgs(info), &buffers);
+  runOrSubmit(fn, info, callbackIndex, buffers, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 

@@ -50,9 +50,10 @@ NativeError runCatching(const char* fn, const WorkFn& work) {
   return {};
 }
 
+// What the callback gets. Unlike a native job it references none of the op's
+// buffers: the work has run and its results are back in JS before the call returns.
 struct Delivery {
   napi_ref callback = nullptr;
-  std::vector<napi_ref> refs;
   NativeError error;
 };
 
@@ -61,7 +62,7 @@ napi_value deliver(napi_env env, napi_callback_info info) {
   void* data = nullptr;
   napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
   auto* d = static_cast<Delivery*>(data);
-  const JobCallback callback = takeCallback(env, d->callback, d->refs, d->error);
+  const JobCallback callback = takeCallback(env, d->callback, {}, d->error);
   delete d;
   --stateOf(env)->pending;
   callback.call(env);
@@ -85,13 +86,6 @@ void submitAsync(const char* fn, Napi::Env env, Napi::Function callback, const J
   d->error = runCatching(fn, work);
   if (d->error.kind == NativeError::Kind::None) copyBack(env, buffers);
   napi_create_reference(env, callback, 1, &d->callback);
-  // The callback's buffers stay referenced until it runs, as in the native builds.
-  buffers.forEach([&](const Napi::Value& v) {
-    if (v.IsEmpty() || v.IsNull() || v.IsUndefined()) return;
-    napi_ref r;
-    napi_create_reference(env, v, 1, &r);
-    d->refs.push_back(r);
-  });
   Napi::Function setImmediate = env.Global().Get("setImmediate").As<Napi::Function>();
   napi_value later = nullptr;
   napi_create_function(env, "mhsaDeliver", NAPI_AUTO_LENGTH, deliver, d, &later);
