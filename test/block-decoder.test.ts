@@ -8,22 +8,10 @@
 import { KVCache, MultiHeadSelfAttention, tensor, type Tensor } from '../lib';
 import type { MultiHeadSelfAttentionConfig } from '../lib/block/types';
 import { expectBitEqual, expectClose, pickSeed, randomFloat32, rngFor, type Rng } from './helpers/random';
+import type { DecoderLayer as Layer } from './helpers/decoder-layer';
 import { refAttention } from './helpers/reference';
 
 const SEED = pickSeed();
-
-interface Layer {
-  dim: number;
-  heads: number;
-  kvHeads: number;
-  dimHead: number;
-  norm: 'layer' | 'rms' | 'none';
-  bias: boolean;
-  rope?: { theta: number; rotaryDim: number; interleaved: boolean };
-  softcap?: number;
-  window?: { left?: number; right?: number };
-  sinks: boolean;
-}
 
 interface Params {
   wqkv: Float32Array;

@@ -275,7 +275,7 @@ function checkGlibc() {
  * node_modules. The copy sits inside the checkout, so the dev dependencies
  * resolve from the checkout's node_modules above it.
  */
-function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests, extraEnv = {}, excluded = {}) {
+function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests, extraEnv = {}, excluded = {}, retryOnce = false) {
   const dir = path.join(work, `tests-${label.replace(/\W+/g, '-')}`);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(path.join(dir, 'node_modules', path.dirname(packageName)), { recursive: true });
@@ -291,12 +291,25 @@ function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests,
   // jest matches -t against "describe names test name"; these are top-level tests.
   const skip = names.length > 0 ? ['-t', `^(?!(${names.map(escape).join('|')})$)`] : [];
   const seconds = timed(() => {
-    const r = spawnToFiles(nodeCommand[0], [...nodeCommand.slice(1), jest, '--runInBand', ...skip, ...tests], {
+    const retry = retryOnce ? [`--setupFilesAfterEnv=${path.join(__dirname, 'jest-retry-once.js')}`] : [];
+    const r = spawnToFiles(nodeCommand[0], [...nodeCommand.slice(1), jest, ...retry, '--runInBand', ...skip, ...tests], {
       cwd: dir,
       env: { ...process.env, MHSA_ADDON: '', ...extraEnv },
     });
-    const summary = `${r.stderr}`.split('\n').filter((l) => /^Tests:|^Test Suites:/.test(l)).join('; ');
-    check(r.status === 0, `${label}: jest ${tests.map((t) => path.basename(t, '.test.ts')).join(', ')}: ${summary || r.stderr.slice(-2000)}`);
+    const lines = `${r.stderr}`.split('\n');
+    const summary = lines.filter((l) => /^Tests:|^Test Suites:/.test(l)).join('; ');
+    // A failure names its tests and their first lines, so a CI log alone says what broke.
+    const failures = r.status === 0 ? '' : lines.filter((l) => /^\s+● /.test(l)).slice(0, 10).map((l) => `\n       ${l.trim()}`).join('');
+    check(r.status === 0, `${label}: jest ${tests.map((t) => path.basename(t, '.test.ts')).join(', ')}: ${summary || r.stderr.slice(-2000)}${failures}`);
+    // A test that passed on its retry: named, with the first lines of its first failure.
+    const all = `${r.stdout}\n${r.stderr}`.split('\n');
+    all.forEach((l, i) => {
+      const retried = /LOGGING RETRY ERRORS\s+(.*)$/.exec(l);
+      if (retried) {
+        const why = all.slice(i + 1, i + 10).map((x) => x.trim()).filter((x) => x && !/^RETRY \d+$/.test(x)).slice(0, 3).join(' / ');
+        report.push(`     (${label}: retried once: "${retried[1].trim()}": ${why})`);
+      }
+    });
   });
   report.push(`     (${label}: ${seconds.toFixed(0)} s)`);
   for (const [name, why] of Object.entries(excluded)) report.push(`     (${label}: left out "${name}": ${why})`);
@@ -424,7 +437,7 @@ async function main() {
         `pnpm add mhsa as on win32-x64: node_modules/@mhsa holds ${pnpmFetched.join(', ')}`);
       smoke(pnpmOnWindows, `win32-x64 (pnpm 10) under ${wine}, Node ${NODE_MAJORS[0]}`, winNode(NODE_MAJORS[0]), 'x64', { env: wineEnv, pins: false });
       testsAgainstPackage('win32-x64 package under wine', path.join(win, 'node_modules', '@mhsa', 'win32-x64'), '@mhsa/win32-x64',
-        winNode(NODE_MAJORS[0]), WINDOWS_TESTS, { ...wineEnv, ...jestResolverFor('win32-x64') }, WINDOWS_EXCLUDED);
+        winNode(NODE_MAJORS[0]), WINDOWS_TESTS, { ...wineEnv, ...jestResolverFor('win32-x64') }, WINDOWS_EXCLUDED, true);
     }
 
     if (args.includes('--compare-onnxruntime')) {
