@@ -197,11 +197,13 @@ function prepareAttention(
 ) {
   const opts = checkOptions<AttentionOptions>(fn, options, KNOWN);
   const strided = tokenStride > 0;
-  const tq = strided ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride) : checkTensor(fn, 'q', q);
+  const tq: CheckedTensor & { strides?: number[] } = strided
+    ? checkTokenStrided(fn, 'q', q as Tensor, tokenStride)
+    : hasStrides(q) ? checkStridedTensor(fn, 'q', q, 4) : checkTensor(fn, 'q', q);
   const tk = checkKeyValue(fn, 'k', k, tokenStride);
   const tv = checkKeyValue(fn, 'v', v, tokenStride);
   // From the checked views: a caller's getter is read once.
-  const kStrided = tk.strides !== undefined, vStrided = tv.strides !== undefined;
+  const qStrided = tq.strides !== undefined, kStrided = tk.strides !== undefined, vStrided = tv.strides !== undefined;
   if (tk.bf16 !== tv.bf16) {
     const [arg, other, data] = tk.bf16 ? ['v.data', 'k', tv.data] : ['k.data', 'v', tk.data];
     throw typeError(fn, arg, `bf16 values (a Uint16Array) like ${other}'s`, data);
@@ -228,6 +230,7 @@ function prepareAttention(
   if ((kStrided || vStrided) && rank !== 4) {
     throw rangeError(fn, `q must have 4 dims with a strided k or v (a KVCache's keys or values), received shape ${formatShape(tq.shape)}`);
   }
+  if (qStrided && rank !== 4) throw rangeError(fn, `a strided q must have 4 dims, received shape ${formatShape(tq.shape)}`);
   for (const [name, t] of [['k', tk], ['v', tv]] as const) {
     if (t.shape.length !== rank) {
       throw rangeError(fn, `${name} must have ${rank} dims like q, received shape ${formatShape(t.shape)}`);
@@ -339,7 +342,7 @@ function prepareAttention(
   if (strided) {
     const s = [qs[1] * tokenStride, tokenStride, qs[3]];  // [batch, seq, heads] of the bshd views
     strides = [...s, ...s, ...s];
-  } else if (kStrided || vStrided) {
+  } else if (qStrided || kStrided || vStrided) {
     const outer = (t: { shape: number[]; strides?: number[] }) => (t.strides ?? denseStrides(t.shape)).slice(0, 3);
     strides = [...outer(tq), ...outer(tk), ...outer(tv)];
   }
@@ -431,6 +434,22 @@ export function attentionOnFusedQkvStage(
   const span = tokenSpan(batch * seq, inner, width);
   const view = (i: number): Tensor => ({ data: qkv.data.subarray(i * inner, i * inner + span), shape: [batch, seq, inner] });
   const call = prepareAttention(fn, view(0), view(1), view(2), options, width);
+  return { stage: { kind: 'attention', args: call.args }, result: call.result };
+}
+
+/**
+ * Internal (MultiHeadSelfAttention's decoder): {@link attention} checked now,
+ * run later as a stage of native.sequence; q may be a strided view too (q
+ * inside the projection's output). `result` is what attention would return.
+ */
+export function attentionStage(
+  fn: string,
+  q: Tensor | StridedTensor,
+  k: KeyValueInput,
+  v: KeyValueInput,
+  options: AttentionOptions,
+): { stage: NativeStage; result: Tensor | AttentionWithWeights } {
+  const call = prepareAttention(fn, q as TensorLike, k, v, options);
   return { stage: { kind: 'attention', args: call.args }, result: call.result };
 }
 

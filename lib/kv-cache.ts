@@ -82,7 +82,58 @@ export type KVCacheDtype = 'float32' | 'bf16';
  * half.append(step, step);
  * attention(q, half.keys, half.values, { causal: true }); // shape [1, 4, 1, 4]
  */
+/** k or v as cacheAppend reads it: float rows, with the strides of their batch, position and head axes. */
+export interface AppendSource {
+  data: Float32Array;
+  strides: readonly [batch: number, position: number, head: number];
+}
+
+/** A dense k or v of n positions, [batch, n, kvHeads, dim] ('bshd') or [batch, kvHeads, n, dim]. */
+function sourceView(data: Float32Array, { n, bshd }: { n: number; bshd: boolean }, kvHeads: number, dim: number): AppendSource {
+  return { data, strides: bshd ? [n * kvHeads * dim, kvHeads * dim, dim] : [kvHeads * n * dim, dim, n * dim] };
+}
+
+let storageOf: (cache: KVCache<KVCacheDtype>) => { keys: Float32Array | Uint16Array; values: Float32Array | Uint16Array; lengths: Int32Array };
+
+/**
+ * cacheAppend's native arguments (native/ops/cache_append_op.h): n positions
+ * of k and v, entry b's last counts[b] of them, written at its length. For
+ * KVCache.append and for a block's decoder, which appends as a stage of its
+ * own native sequence; the caller has checked the room, and the addon checks
+ * every index again.
+ */
+export function cacheAppendArgs(
+  cache: KVCache<KVCacheDtype>,
+  k: AppendSource,
+  v: AppendSource,
+  n: number,
+  counts: Int32Array,
+  stage?: number,
+): unknown[] {
+  const s = storageOf(cache);
+  const d = new Descriptor('cacheAppend', stage).number('batch', cache.batch).number('kvHeads', cache.kvHeads)
+    .number('maxLength', cache.maxLength).number('n', n).number('headDim', cache.headDim).number('valueDim', cache.valueDim);
+  for (const [name, t] of [['k', k], ['v', v]] as const) t.strides.forEach((x, a) => d.number(`${name}.strides[${a}]`, x));
+  d.flag('bf16', cache.dtype === 'bf16');
+  return [k.data, v.data, s.keys, s.values, s.lengths, counts, d.done()];
+}
+
+/** Advances each entry's length by counts[b], once its positions are written (or queued to be, first). */
+export function advance(cache: KVCache<KVCacheDtype>, counts: Int32Array): void {
+  const lengths = storageOf(cache).lengths;
+  for (let b = 0; b < cache.batch; b++) lengths[b] += counts[b];
+}
+
+/** The cache's storage, for a block's decoder stages: both caches' arrays, whole. */
+export function cacheStorage(cache: KVCache<KVCacheDtype>): { keys: Float32Array | Uint16Array; values: Float32Array | Uint16Array } {
+  return storageOf(cache);
+}
+
 export class KVCache<D extends KVCacheDtype = 'float32'> {
+  static {
+    storageOf = (cache) => ({ keys: cache.#keys, values: cache.#values, lengths: cache.#lengths });
+  }
+
   readonly batch: number;
   readonly kvHeads: number;
   readonly headDim: number;
@@ -163,12 +214,10 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
       opts.lengths === undefined
         ? new Int32Array(this.batch).fill(n)
         : checkLengthList(fn, 'options.lengths', opts.lengths, this.batch, 'batch', n, 'n (the positions appended)');
-    if (this.dtype === 'bf16') {
-      // Rounded in native code head by head, which refuses overlapping buffers: refused here, before any is written.
-      for (const [name, t] of [['k', tk], ['v', tv]] as const) {
-        checkNoAlias(fn, "the cache's keys", this.#keys, name, t.data);
-        checkNoAlias(fn, "the cache's values", this.#values, name, t.data);
-      }
+    // The native copy refuses overlapping buffers: refused here first, under the caller's names.
+    for (const [name, t] of [['k', tk], ['v', tv]] as const) {
+      checkNoAlias(fn, "the cache's keys", this.#keys, name, t.data);
+      checkNoAlias(fn, "the cache's values", this.#values, name, t.data);
     }
     for (let b = 0; b < this.batch; b++) {
       if (this.#lengths[b] + counts[b] > this.maxLength) {
@@ -176,9 +225,8 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
         throw rangeError(fn, `appending ${counts[b]} positions to ${held} would pass maxLength = ${this.maxLength}`);
       }
     }
-    this.#copyIn(this.#keys, tk.data, this.headDim, n, counts, kn.bshd);
-    this.#copyIn(this.#values, tv.data, this.valueDim, n, counts, vn.bshd);
-    for (let b = 0; b < this.batch; b++) this.#lengths[b] += counts[b];
+    native.cacheAppend(...cacheAppendArgs(this, sourceView(tk.data, kn, this.kvHeads, this.headDim), sourceView(tv.data, vn, this.kvHeads, this.valueDim), n, counts));
+    advance(this, counts);
   }
 
   /** Drops the positions from n on in every entry (speculative decoding's rejected tokens); n ≤ length. */
@@ -230,39 +278,5 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
       throw rangeError(fn, `${arg} must have shape ${what} = ${want} for this cache, received ${formatShape(shape)}`);
     }
     return { n: bshd ? shape[1] : shape[2], bshd };
-  }
-
-  /** Entry b's last counts[b] of the n positions of src, in at its length. */
-  #copyIn(storage: Float32Array | Uint16Array, src: Float32Array, dim: number, n: number, counts: Int32Array, bshd: boolean): void {
-    const H = this.kvHeads, rowStride = this.maxLength * dim;
-    for (let b = 0; b < this.batch; b++) {
-      const skip = n - counts[b], at = this.#lengths[b] * dim;
-      for (let h = 0; h < H; h++) {
-        const dst = (b * H + h) * rowStride + at;
-        if (storage instanceof Uint16Array) {
-          if (counts[b] === 0) continue;
-          // One native call per (entry, head): its positions' rows, rounded.
-          const from = bshd ? ((b * n + skip) * H + h) * dim : ((b * H + h) * n + skip) * dim;
-          const srcRowStride = bshd ? H * dim : dim;
-          const span = (counts[b] - 1) * srcRowStride + dim;
-          native.castBf16(
-            src.subarray(from, from + span),
-            storage.subarray(dst, dst + counts[b] * dim),
-            new Descriptor('castBf16').number('rows', counts[b]).number('width', dim)
-              .number('src.rowStride', srcRowStride).number('out.rowStride', dim).done(),
-          );
-          continue;
-        }
-        if (!bshd) {
-          const from = ((b * H + h) * n + skip) * dim;
-          storage.set(src.subarray(from, from + counts[b] * dim), dst);
-          continue;
-        }
-        for (let t = skip; t < n; t++) {
-          const from = ((b * n + t) * H + h) * dim;
-          storage.set(src.subarray(from, from + dim), dst + (t - skip) * dim);
-        }
-      }
-    }
   }
 }

@@ -72,9 +72,9 @@ export function layerNorm(x: TensorLike, options?: LayerNormOptions): Tensor {
   return call.result;
 }
 
-/** Internal (MultiHeadSelfAttention's stages): {@link layerNorm} checked now, for a native.sequence call. */
-export function layerNormStage(x: TensorLike, options?: LayerNormOptions): NativeStage {
-  const call = prepareLayerNorm('layerNorm', x, options);
+/** Internal (MultiHeadSelfAttention's stages): {@link layerNorm}, or {@link rmsNorm} with rms, checked now, for a native.sequence call. */
+export function layerNormStage(x: TensorLike, options?: LayerNormOptions, rms = false): NativeStage {
+  const call = prepareLayerNorm(rms ? 'rmsNorm' : 'layerNorm', x, options, rms);
   return { kind: 'layerNorm', args: call.args };
 }
 

@@ -12,15 +12,18 @@ export interface NativeAddon {
   attention(...args: unknown[]): void;
   layerNorm(...args: unknown[]): void;
   rope(...args: unknown[]): void;
-  /** Float rows rounded to bf16 into a Uint16Array (a bf16 KVCache's append). */
-  castBf16(...args: unknown[]): void;
+  /** New positions' keys and values copied into a KVCache's storage, rounded there if it is bf16. */
+  cacheAppend(...args: unknown[]): void;
   /** Runs the stages in order as one call (one async job with done): [kind, ...that op's arguments] each. */
   sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
   /** Elements from the view's start to its first 64-byte boundary. */
   alignedOffset(view: Float32Array | Uint16Array): number;
-  /** Each op's descriptor fields in order, [kind, name] (native/ops/descriptor_layouts.h). */
-  descriptorLayouts(): Record<DescriptorOp, { fields: DescriptorField[]; optional: DescriptorField[] }>;
+  /**
+   * Each op's buffer arguments by name, in order (the descriptor follows them), and its descriptor's
+   * fields in order, [kind, name] (native/ops/descriptor_layouts.h).
+   */
+  descriptorLayouts(): Record<DescriptorOp, DescriptorLayout>;
   /** The checked header of a safetensors image, or the error to throw (native/formats/safetensors.h). */
   parseSafetensors(bytes: Uint8Array):
     | { dataStart: number; entries: [string, string, number[], number, number][]; metadata: [string, string][] }
@@ -94,10 +97,37 @@ export type DescriptorOp =
   | 'packedSize'
   | 'packMatrix'
   | 'rope'
-  | 'castBf16';
+  | 'cacheAppend';
 
 /** One field of a descriptor: how it is packed, and the name the addon's errors use. */
 export type DescriptorField = [kind: 'shape' | 'number' | 'flag', name: string];
+
+/** An op's native arguments: its buffers in order, then a descriptor of these fields, then the optional group. */
+export interface DescriptorLayout {
+  args: string[];
+  fields: DescriptorField[];
+  optional: DescriptorField[];
+}
+
+let layouts: Record<DescriptorOp, DescriptorLayout> | undefined;
+
+/** Where the buffer named `arg` goes among op's native arguments. */
+export function argIndex(op: DescriptorOp, arg: string): number {
+  const i = (layouts ??= native.descriptorLayouts())[op].args.indexOf(arg);
+  if (i < 0) throw new Error(`mhsa: internal error: ${op} has no argument ${arg}`);
+  return i;
+}
+
+/** Where the field `name` starts in a descriptor of op (a shape's rank, or the value), read from the layout over its values. */
+export function fieldIndex(op: DescriptorOp, desc: Float64Array, name: string): number {
+  const layout = (layouts ??= native.descriptorLayouts())[op];
+  let at = 0;
+  for (const [kind, field] of [...layout.fields, ...layout.optional]) {
+    if (field === name) return at;
+    at += kind === 'shape' ? 1 + desc[at] : 1;
+  }
+  throw new Error(`mhsa: internal error: ${op}'s descriptor has no field ${name}`);
+}
 
 /** A descriptor as written, field by field (see recordDescriptors). */
 export interface RecordedDescriptor {
@@ -182,7 +212,7 @@ export class Descriptor {
  * arguments (the descriptor built in stage `index`'s region).
  */
 export interface NativeStage {
-  kind: 'matmul' | 'layerNormMatmul' | 'attention' | 'layerNorm';
+  kind: 'matmul' | 'layerNormMatmul' | 'attention' | 'layerNorm' | 'rope' | 'cacheAppend';
   args(index: number): unknown[];
 }
 

@@ -1,8 +1,8 @@
 import { types } from 'node:util';
 import { detachedError, formatShape, rangeError, typeError } from './errors';
-import { Descriptor, native } from './native';
+import { Descriptor, native, type NativeStage } from './native';
 import { runAsync, type NamedBuffer } from './queue';
-import { checkNoAlias, checkTensor, isDetached, resultTensor, splitHeads, type Tensor, type TensorLike } from './tensor';
+import { checkNoAlias, checkTensor, isDetached, resultTensor, splitHeads, type StridedTensor, type Tensor, type TensorLike } from './tensor';
 import { checkOptions, optBoolean, optEnum, optFiniteNumber, optPositiveInteger } from './validate';
 
 /** Options of {@link rope} and {@link ropeAsync}. */
@@ -117,6 +117,32 @@ export function rope(x: TensorLike, options?: RopeOptions): Tensor {
   native.rope(...call.args());
   return call.result;
 }
+
+/**
+ * Internal (MultiHeadSelfAttention's decoder): rope in place on a 'bshd' view
+ * [batch, seq, heads, headDim] with the strides of its batch, token and head
+ * axes (q or k inside the projection's output), token t of entry b at
+ * positions[b·seq + t]. Settings as the block's config gives them, already
+ * checked; the addon checks the view and the positions when the stage runs.
+ */
+export function ropeInPlaceStage(
+  view: StridedTensor,
+  positions: Int32Array,
+  settings: { theta?: number; rotaryDim?: number; interleaved?: boolean },
+): NativeStage {
+  const shape = [...view.shape];
+  const strides = view.strides.slice(0, 3);
+  const args = (stage?: number): unknown[] => {
+    const d = new Descriptor('rope', stage).number('layout', LAYOUT_CODE.bshd).shape('x.shape', shape).shape('out.shape', shape)
+      .number('rotaryDim', settings.rotaryDim ?? shape[3]).number('theta', settings.theta ?? 10000)
+      .flag('interleaved', settings.interleaved ?? false).number('offset', 0).shape('positions.shape', [shape[0], shape[1]]);
+    STRIDE_FIELDS.forEach((name, i) => d.number(name, strides[i]));
+    return [view.data, view.data, positions, d.done()];
+  };
+  return { kind: 'rope', args };
+}
+
+const STRIDE_FIELDS = ['x.strides[0]', 'x.strides[1]', 'x.strides[2]'] as const;
 
 /** {@link rope} computed off the JS thread; invalid arguments reject the promise. */
 export function ropeAsync(x: TensorLike, options?: RopeOptions): Promise<Tensor> {

@@ -11,7 +11,7 @@ const root = path.resolve(__dirname, '..');
 /** Exported for the release rehearsal, which runs the same files against the installed package. */
 const WASM_TESTS = [
   'matmul', 'prepack', 'softmax', 'layernorm', 'rope', 'attention', 'kv-cache', 'safetensors',
-  'block', 'block-decoder', 'bad-inputs', 'async', 'fixtures',
+  'block', 'block-decoder', 'block-decoder-ops', 'bad-inputs', 'async', 'fixtures',
 ].map((t) => `test/${t}.test.ts`);
 
 if (require.main === module) {

@@ -247,5 +247,32 @@ describe(`MultiHeadSelfAttention as a decoder layer (seed ${SEED})`, () => {
     fail(() => block.forward(tensor(randomFloat32(rng, 2 * 64), [1, 2, 64]), { cache, lengths: [2, 2] }), /options\.lengths\.length must be batch = 1, received 2/);
     fail(() => block.forward(tensor(randomFloat32(rng, 2 * 64), [1, 2, 64]), { lengths: [2] }), /options\.lengths needs options\.cache/);
     expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), kvHeads: 3 })).toThrow(/config\.heads = 4 must be a multiple of config\.kvHeads, received 3/);
+    expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), rope: { rotaryDim: 18 } })).toThrow(/config\.rope\.rotaryDim must be even and at most dimHead = 16, received 18/);
+    expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), rope: { theta: 0 } })).toThrow(/config\.rope\.theta must be above 0, received 0/);
+  });
+
+  test('forwardAsync with out transferred away before it finishes: the same error in both forms, and the cache as it was', async () => {
+    const rng = rngFor(SEED, 'detached out');
+    const decoder = new MultiHeadSelfAttention(config(LLAMA, makeParams(rng, LLAMA)));
+    const encoder = new MultiHeadSelfAttention(config({ ...LLAMA, kvHeads: 4, norm: 'layer', rope: undefined }, makeParams(rng, { ...LLAMA, kvHeads: 4, norm: 'layer' })));
+    const cache = new KVCache({ batch: 1, kvHeads: 2, headDim: 16, maxLength: 8 });
+    await decoder.forwardAsync(tensor(randomFloat32(rng, 3 * 64), [1, 3, 64]), { cache, causal: true });
+    // The positions held, head by head (the storage past them is not the cache's content).
+    const held = () => [0, 1].flatMap((h) => Array.from(cache.keys.data.subarray(h * 8 * 16, h * 8 * 16 + cache.length * 16)));
+    const keys = held();
+    for (const [form, run] of [
+      ['decoder', (out: Tensor) => decoder.forwardAsync(tensor(randomFloat32(rng, 64), [1, 1, 64]), { cache, causal: true, out })],
+      ['encoder', (out: Tensor) => encoder.forwardAsync(tensor(randomFloat32(rng, 64), [1, 1, 64]), { out })],
+    ] as const) {
+      // A long call ahead, so that this one is still queued or computing when out goes.
+      const ahead = encoder.forwardAsync(tensor(randomFloat32(rng, 64 * 256 * 64), [64, 256, 64]));
+      const out = tensor(new Float32Array(64), [1, 1, 64]);
+      const call = run(out);
+      structuredClone(out.data.buffer, { transfer: [out.data.buffer as ArrayBuffer] });
+      await expect(call).rejects.toThrow(/^MultiHeadSelfAttention\.forwardAsync: options\.out was detached before the call finished; its result is not defined$/);
+      await ahead;
+      expect({ form, length: cache.length }).toEqual({ form, length: 3 });
+      expect(held()).toEqual(keys);
+    }
   });
 });

@@ -96,7 +96,7 @@ function expectLayout(d: RecordedDescriptor): void {
 }
 
 test('the addon exports a layout for every op lib/ names, each field a shape, number or flag', () => {
-  const ops: DescriptorOp[] = ['matmul', 'layerNormMatmul', 'softmax', 'attention', 'layerNorm', 'packedSize', 'packMatrix', 'rope', 'castBf16'];
+  const ops: DescriptorOp[] = ['matmul', 'layerNormMatmul', 'softmax', 'attention', 'layerNorm', 'packedSize', 'packMatrix', 'rope', 'cacheAppend'];
   expect(Object.keys(layouts).sort()).toEqual([...ops].sort());
   for (const op of ops) {
     expect(layouts[op].fields.length).toBeGreaterThan(0);

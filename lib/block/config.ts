@@ -134,6 +134,12 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
       rotaryDim: optPositiveInteger(fn, 'config.rope.rotaryDim', r.rotaryDim),
       interleaved: optBoolean(fn, 'config.rope.interleaved', r.interleaved, false),
     };
+    const { theta, rotaryDim } = decoderSettings.rope;
+    if (theta !== undefined && !(theta > 0)) throw rangeError(fn, `config.rope.theta must be above 0, received ${theta}`);
+    if ((rotaryDim ?? dimHead) % 2 !== 0 || (rotaryDim ?? dimHead) > dimHead) {
+      const given = rotaryDim === undefined ? `none (so dimHead = ${dimHead})` : String(rotaryDim);
+      throw rangeError(fn, `config.rope.rotaryDim must be even and at most dimHead = ${dimHead}, received ${given}`);
+    }
   }
   if (c.softcap !== undefined) decoderSettings.softcap = optFiniteNumber(fn, 'config.softcap', c.softcap);
   if (c.window !== undefined) {

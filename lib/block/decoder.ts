@@ -1,30 +1,41 @@
 /**
- * MultiHeadSelfAttention's decoder path: grouped heads, RoPE, RMSNorm,
- * attention's generation options and a KV cache, composed from the public
- * ops one call each (a decode step is a handful of memory-bound calls, so
- * one native.sequence would save little):
+ * MultiHeadSelfAttention's decoder form (grouped heads, RoPE, RMSNorm,
+ * attention's generation options, a KV cache), run as the encoder form runs:
+ * checked stages of one native.sequence call over a workspace the block
+ * reuses, kept for the next call of the same shapes (lib/block/plan.ts).
  *
- *   y = norm(x) → qkv = y·Wqkvᵀ (+ b) → q, k, v copied apart → rope(q), rope(k)
- *   at the cache's positions → cache.append(k, v) → attention(q, cache) → o·Woᵀ (+ bo)
+ *   norm(x) → xn · Wqkvᵀ (+ b) → qkv; rope(q and k) in place in qkv;
+ *   cacheAppend(k, v); attention(q, the cache's keys and values, or k and v) → o;
+ *   o · Woᵀ (+ bo) → out
  *
- * Everything is checked before the first op runs, the cache's room included,
- * so a call that throws leaves the cache as it was.
+ * q, k and v are read where the projection wrote them (strided views of
+ * qkv): no copy of an activation in JS. A decode step against a kept plan
+ * only refreshes the positions, the per-entry counts and key lengths, and
+ * the length of the cache's views (docs/design/block-plans.md).
+ *
+ * Every check happens before the sequence runs, the cache's room included;
+ * the cache's lengths advance only once the sequence has taken the stages.
+ * So a call that throws leaves the cache as it was.
  */
-import { attention, attentionAsync, type AttentionOptions, type KeyValueInput } from '../attention';
+import { attentionStage, type AttentionOptions } from '../attention';
 import { broadcastsTo } from '../broadcast';
-import { formatShape, rangeError, typeError } from '../errors';
-import { KVCache, type KVCacheDtype } from '../kv-cache';
-import { layerNorm, layerNormAsync, rmsNorm, rmsNormAsync } from '../layernorm';
-import { matmul, matmulAsync } from '../matmul';
-import { allocateResultFloats } from '../memory';
-import { rope, ropeAsync } from '../rope';
+import { detachedError, formatShape, rangeError, typeError } from '../errors';
+import { advance, cacheAppendArgs, cacheStorage, KVCache, type KVCacheDtype } from '../kv-cache';
+import { layerNormStage } from '../layernorm';
+import { matmulStage } from '../matmul';
+import { argIndex, fieldIndex, native, sequenceArgs, type NativeCallback, type NativeStage } from '../native';
+import { runAsync, type NamedBuffer } from '../queue';
+import { ropeInPlaceStage } from '../rope';
 import {
   checkKeyPaddingMask,
   checkLengthList,
   checkNoAlias,
   checkTensor,
+  isDetached,
   resultTensor,
   type Bf16StridedTensor,
+  type CheckedTensor,
+  type ResultTensor,
   type StridedTensor,
   type Tensor,
   type TensorLike,
@@ -32,48 +43,38 @@ import {
 import { checkOptions, optBoolean } from '../validate';
 import type { BlockWeights } from './config';
 import { checkBlockInput } from './forward-args';
+import { acquireWorkspace, ownDescriptors, releaseWorkspace, type Workspace } from './plan';
 import type { MultiHeadSelfAttentionForwardOptions } from './types';
 
 const DECODER_KEYS = ['causal', 'mask', 'keyPaddingMask', 'returnWeights', 'out', 'cache', 'lengths'] as const;
 
-/** Whether a forward call carries a cache or ragged lengths (and so takes the decoder path whatever the block). */
+/** Whether a forward call carries a cache or ragged lengths (and so takes the decoder form whatever the block). */
 export function takesDecoderPath(options: unknown): boolean {
   if (typeof options !== 'object' || options === null) return false;
   const o = options as { cache?: unknown; lengths?: unknown };
   return o.cache !== undefined || o.lengths !== undefined;
 }
 
-/** A cache view [batch, kvHeads, length, dim] seen as 'bshd' [batch, length, kvHeads, dim]: the same elements. */
-function asBshd<V extends StridedTensor | Bf16StridedTensor>(view: V): V {
-  const [b, h, l, d] = view.shape;
-  const [sb, sh, sl] = view.strides;
-  return { ...view, shape: [b, l, h, d], strides: [sb, sl, sh, 1] };
-}
-
-/** Copies columns [from, from + width) of every row of x [rows, cols] into a new [rows, width] array. */
-function columns(x: Float32Array, rows: number, cols: number, from: number, width: number): Float32Array {
-  const y = new Float32Array(rows * width);
-  for (let r = 0; r < rows; r++) y.set(x.subarray(r * cols + from, r * cols + from + width), r * width);
-  return y;
-}
-
-interface DecoderPlan {
+/** A checked call: x, its output, the options, and where the cache stood when it was checked. */
+interface DecoderCall {
   x: Tensor;
   batch: number;
   tokens: number;
-  out: { data: Float32Array; result: Tensor };
+  out: ResultTensor;
   cache?: KVCache<KVCacheDtype>;
-  causal: boolean;
-  attnOptions: AttentionOptions;
-  /** The first token's position: the cache's length, or 0, when every entry has it. */
-  offset: number;
-  /** Otherwise each token's position, [batch, tokens] (a ragged cache or ragged tokens). */
-  positions?: Int32Array;
   /** Real tokens per batch entry (options.lengths): x's last lengths[b]. */
   lengths?: Int32Array;
+  causal: boolean;
+  mask?: CheckedTensor;
+  pad?: Uint8Array;
+  /** Each entry's length before and after the call; keys: the longest after. */
+  before: Int32Array;
+  after: Int32Array;
+  keys: number;
+  callerBuffers: NamedBuffer[];
 }
 
-function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadSelfAttentionForwardOptions | undefined): DecoderPlan {
+function checkCall(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadSelfAttentionForwardOptions | undefined): DecoderCall {
   const opts = checkOptions<MultiHeadSelfAttentionForwardOptions>(fn, options, DECODER_KEYS);
   const { tx, twoD, batch, tokens } = checkBlockInput(fn, w, x);
   const causal = optBoolean(fn, 'options.causal', opts.causal, false);
@@ -98,156 +99,300 @@ function prepare(fn: string, w: BlockWeights, x: TensorLike, options: MultiHeadS
           `received ${got.join(', ')}`,
       );
     }
-    const held = cache.lengths;
-    for (let b = 0; b < batch; b++) {
-      const adding = lengths ? lengths[b] : tokens;
-      if (held[b] + adding > cache.maxLength) {
-        const entry = batch > 1 ? ` (batch entry ${b})` : '';
-        throw rangeError(fn, `options.cache holds ${held[b]} of ${cache.maxLength} positions${entry}: no room for ${adding} more`);
-      }
-    }
   }
   const before = cache ? cache.lengths : new Int32Array(batch);
+  for (let b = 0; b < batch && cache; b++) {
+    const adding = lengths ? lengths[b] : tokens;
+    if (before[b] + adding > cache.maxLength) {
+      const entry = batch > 1 ? ` (batch entry ${b})` : '';
+      throw rangeError(fn, `options.cache holds ${before[b]} of ${cache.maxLength} positions${entry}: no room for ${adding} more`);
+    }
+  }
   const after = before.map((n, b) => n + (lengths ? lengths[b] : tokens));
   const keys = Math.max(0, ...after);
-  const ragged = after.some((n) => n !== keys);
-  const { softcap, window, sinks } = w.decoderSettings;
-  const attnOptions: AttentionOptions = { layout: 'bshd', causal };
-  if (ragged) attnOptions.keyLengths = after;
-  if (softcap !== undefined) attnOptions.softcap = softcap;
-  if (window !== undefined) attnOptions.window = window;
-  if (sinks !== undefined) attnOptions.sinks = sinks;
+  let mask: CheckedTensor | undefined;
   if (opts.mask !== undefined) {
     const full = [batch, w.heads, tokens, keys];
-    const mask = checkTensor(fn, 'options.mask', opts.mask);
+    mask = checkTensor(fn, 'options.mask', opts.mask);
     if (!broadcastsTo(mask.shape, full)) {
       throw rangeError(fn, `options.mask.shape ${formatShape(mask.shape)} must broadcast to [batch, heads, tokens, keys] = ${formatShape(full)}`);
     }
-    attnOptions.mask = mask;
   }
   const pad = checkKeyPaddingMask(fn, opts.keyPaddingMask, batch, keys, cache ? 'seqKV' : 'tokens', twoD);
-  if (pad) attnOptions.keyPaddingMask = pad;
   const out = resultTensor(fn, opts.out, tx.shape);
   checkNoAlias(fn, 'options.out', out.data, 'x', tx.data);
   for (const [name, data] of w.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
-  // Entry b's real tokens are its last ones, at positions from its own length on; the padding
-  // before them is placed at 0 (its rows are not used).
-  let positions: Int32Array | undefined;
-  if (lengths || before.some((n) => n !== before[0])) {
-    positions = new Int32Array(batch * tokens);
-    for (let b = 0; b < batch; b++) {
-      const skip = tokens - (lengths ? lengths[b] : tokens);
-      for (let t = 0; t < tokens; t++) positions[b * tokens + t] = Math.max(0, before[b] + t - skip);
-    }
+  checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
+  checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
+  if (cache) {
+    const storage = cacheStorage(cache);
+    checkNoAlias(fn, 'options.out', out.data, "the cache's keys", storage.keys);
+    checkNoAlias(fn, 'options.out', out.data, "the cache's values", storage.values);
   }
-  return {
-    x: { data: tx.data, shape: [batch, tokens, w.dim] },
-    batch,
-    tokens,
-    out,
-    cache,
-    causal,
-    attnOptions,
-    offset: before[0] ?? 0,
+  for (const [name, data] of w.inPlaceWeights) {
+    if (isDetached(data)) throw detachedError(fn, name);
+  }
+  const callerBuffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
+  if (mask) callerBuffers.push(['options.mask', mask.data]);
+  if (pad) callerBuffers.push(['options.keyPaddingMask', pad]);
+  return { x: { data: tx.data, shape: [batch, tokens, w.dim] }, batch, tokens, out, cache, lengths, causal, mask, pad, before, after, keys, callerBuffers };
+}
+
+/** Floats per token row of a decoder workspace: the normalized input, q, k and v side by side, the merged heads. */
+export function decoderRowFloats(w: BlockWeights): number {
+  return (w.hasNorm ? w.dim : 0) + w.innerDim + 2 * w.kvInner + (w.projectOut ? w.innerDim : 0);
+}
+
+/** Where a buffer of the call goes: stages[stage][1 + arg]. */
+type Slot = readonly [stage: number, arg: number];
+
+/** A decoder call's stages, kept by its workspace for the next call of the same shapes and options. */
+export interface DecoderPlan {
+  key: string;
+  cache?: KVCache<KVCacheDtype>;
+  /** native.sequence's argument, descriptors owned. */
+  stages: unknown[][];
+  /** Refreshed each call: rope's positions [batch·tokens], the counts appended, the key lengths of a ragged cache. */
+  positions: Int32Array;
+  counts: Int32Array;
+  keyLengths?: Int32Array;
+  x: Slot;
+  out: Slot;
+  mask?: Slot;
+  pad?: Slot;
+  /** The attention stage, its keys and values arguments and where their seq dims sit in its descriptor. */
+  attention?: { stage: number; keys: number; values: number; kSeq: number; vSeq: number };
+}
+
+/** What a kept plan depends on besides the caller's buffers and the cache's lengths. */
+function planKey(c: DecoderCall): string {
+  const ragged = c.after.some((n) => n !== c.keys);
+  return `${c.batch},${c.tokens},${c.causal ? 1 : 0},${c.mask ? c.mask.shape.join('x') : '-'},${c.pad ? 1 : 0},` +
+    `${c.cache ? c.cache.dtype : '-'},${c.lengths ? 1 : 0},${ragged ? 1 : 0}`;
+}
+
+/** The first `keys` positions of a cache's storage [batch, kvHeads, maxLength, dim] as a 'bshd' view. */
+function cacheView(cache: KVCache<KVCacheDtype>, storage: Float32Array | Uint16Array, keys: number): StridedTensor | Bf16StridedTensor {
+  const { batch, kvHeads, maxLength, headDim: dim } = cache;
+  const span = keys === 0 ? 0 : (batch * kvHeads - 1) * maxLength * dim + keys * dim;
+  const shape = [batch, keys, kvHeads, dim], strides = [kvHeads * maxLength * dim, dim, maxLength * dim, 1];
+  if (storage instanceof Uint16Array) return { data: storage.subarray(0, span), shape, strides, dtype: 'bf16' };
+  return { data: storage.subarray(0, span), shape, strides };
+}
+
+/** Sets a plan's per-call values: rope's positions, the counts, the key lengths, the caller's buffers and the cache's views. */
+function refresh(plan: DecoderPlan, c: DecoderCall): void {
+  const { batch, tokens } = c;
+  for (let b = 0; b < batch; b++) {
+    const real = c.lengths ? c.lengths[b] : tokens, skip = tokens - real;
+    plan.counts[b] = real;
+    // Entry b's real tokens are its last ones, at positions from its own length on; the
+    // padding before them is placed at 0 (its rows are not used).
+    for (let t = 0; t < tokens; t++) plan.positions[b * tokens + t] = Math.max(0, c.before[b] + t - skip);
+  }
+  plan.keyLengths?.set(c.after);
+  const put = (slot: Slot | undefined, value: unknown) => {
+    if (slot) plan.stages[slot[0]][1 + slot[1]] = value;
+  };
+  put(plan.x, c.x.data);
+  put(plan.out, c.out.data);
+  put(plan.mask, c.mask?.data);
+  put(plan.pad, c.pad);
+  const a = plan.attention;
+  if (a && c.cache) {
+    const storage = cacheStorage(c.cache);
+    const stage = plan.stages[a.stage];
+    stage[1 + a.keys] = cacheView(c.cache, storage.keys, c.keys).data;
+    stage[1 + a.values] = cacheView(c.cache, storage.values, c.keys).data;
+    const desc = stage[stage.length - 1] as Float64Array;
+    desc[a.kSeq] = c.keys;
+    desc[a.vSeq] = c.keys;
+  }
+}
+
+/** Empties a kept plan's caller slots once its call is over (x may view a whole dataset). */
+export function dropDecoderBuffers(plan: DecoderPlan | undefined): void {
+  if (!plan) return;
+  for (const slot of [plan.x, plan.out, plan.mask, plan.pad]) if (slot) plan.stages[slot[0]][1 + slot[1]] = null;
+}
+
+/** New checked stages for call c over workspace ws, and the plan that keeps them. */
+function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<DecoderPlan>): DecoderPlan {
+  const { batch, tokens } = c;
+  const rows = batch * tokens, width = w.innerDim + 2 * w.kvInner, cap = ws.rows;
+  let at = 0;
+  const region = (floats: number): Float32Array => {
+    const r = ws.buffer.subarray(at * cap, at * cap + rows * floats);
+    at += floats;
+    return r;
+  };
+  const xn = w.hasNorm ? region(w.dim) : undefined;
+  const qkv = region(width);
+  const o = w.projectOut ? region(w.innerDim) : undefined;
+  // q, k or v inside qkv: 'bshd' [batch, tokens, heads, dimHead], a token row `width` floats apart.
+  const part = (from: number, heads: number): StridedTensor => {
+    const span = rows === 0 ? 0 : (rows - 1) * width + heads * w.dimHead;
+    return { data: qkv.subarray(from, from + span), shape: [batch, tokens, heads, w.dimHead], strides: [tokens * width, width, w.dimHead, 1] };
+  };
+  const q = part(0, w.heads), k = part(w.innerDim, w.kvHeads), v = part(w.innerDim + w.kvInner, w.kvHeads);
+  const positions = new Int32Array(rows), counts = new Int32Array(batch);
+  const ragged = c.after.some((n) => n !== c.keys);
+  const keyLengths = ragged ? new Int32Array(batch) : undefined;
+
+  const stages: NativeStage[] = [];
+  if (xn) {
+    const norm = { weight: w.normWeight, ...(w.normType === 'layer' && w.normBias ? { bias: w.normBias } : {}), eps: w.eps, out: { data: xn, shape: c.x.shape } };
+    stages.push(layerNormStage(c.x, norm, w.normType === 'rms'));
+  }
+  stages.push(matmulStage({ data: xn ?? c.x.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv, out: { data: qkv, shape: [rows, width] } }));
+  // q's heads and then k's sit side by side in each token's row: one rope stage turns both, each
+  // token's angles computed once.
+  const rope = w.decoderSettings.rope;
+  if (rope) stages.push(ropeInPlaceStage(part(0, w.heads + w.kvHeads), positions, rope));
+  let keys: StridedTensor | Bf16StridedTensor = k, values: StridedTensor | Bf16StridedTensor = v;
+  if (c.cache) {
+    const cache = c.cache, storage = cacheStorage(cache);
+    const source = (t: StridedTensor) => ({ data: t.data, strides: [t.strides[0], t.strides[1], t.strides[2]] as const });
+    stages.push({ kind: 'cacheAppend', args: (stage) => cacheAppendArgs(cache, source(k), source(v), tokens, counts, stage) });
+    keys = cacheView(cache, storage.keys, c.keys);
+    values = cacheView(cache, storage.values, c.keys);
+  }
+  const { softcap, window, sinks } = w.decoderSettings;
+  const options: AttentionOptions = {
+    layout: 'bshd',
+    causal: c.causal,
+    out: { data: o ?? c.out.data, shape: [batch, tokens, w.heads, w.dimHead] },
+  };
+  if (keyLengths) options.keyLengths = c.after;
+  if (softcap !== undefined) options.softcap = softcap;
+  if (window !== undefined) options.window = window;
+  if (sinks !== undefined) options.sinks = sinks;
+  if (c.mask) options.mask = c.mask;
+  if (c.pad) options.keyPaddingMask = c.pad;
+  const att = stages.push(attentionStage(fn, q, keys, values, options).stage) - 1;
+  if (o) stages.push(matmulStage({ data: o, shape: [rows, w.innerDim] }, w.packedOut!, { c: w.bo, out: { data: c.out.data, shape: [rows, w.dim] } }));
+
+  const owned = ownDescriptors(sequenceArgs(stages));
+  const plan: DecoderPlan = {
+    key: planKey(c),
+    cache: c.cache,
+    stages: owned,
     positions,
-    lengths,
+    counts,
+    keyLengths,
+    x: [0, xn ? argIndex('layerNorm', 'x') : argIndex('matmul', 'a')],
+    out: o ? [stages.length - 1, argIndex('matmul', 'out')] : [att, argIndex('attention', 'out')],
+    mask: c.mask ? [att, argIndex('attention', 'mask')] : undefined,
+    pad: c.pad ? [att, argIndex('attention', 'keyPaddingMask')] : undefined,
   };
-}
-
-/** The steps between the projection and attention, on plain JS arrays: q, k, v apart, and where k and v are read. */
-function splitAndStore(w: BlockWeights, p: DecoderPlan, qkv: Float32Array) {
-  const rows = p.batch * p.tokens, width = w.innerDim + 2 * w.kvInner;
-  const q = columns(qkv, rows, width, 0, w.innerDim);
-  const k = columns(qkv, rows, width, w.innerDim, w.kvInner);
-  const v = columns(qkv, rows, width, w.innerDim + w.kvInner, w.kvInner);
-  const kvShape = [p.batch, p.tokens, w.kvHeads * w.dimHead];
-  return {
-    q: { data: q, shape: [p.batch, p.tokens, w.innerDim] } as Tensor,
-    k: { data: k, shape: kvShape } as Tensor,
-    v: { data: v, shape: kvShape } as Tensor,
-  };
-}
-
-function ropeOptions(w: BlockWeights, heads: number, p: DecoderPlan, out: Tensor) {
-  const r = w.decoderSettings.rope!;
-  return {
-    heads,
-    out,
-    ...(p.positions ? { positions: p.positions } : { offset: p.offset }),
-    ...(r.theta !== undefined ? { theta: r.theta } : {}),
-    ...(r.rotaryDim !== undefined ? { rotaryDim: r.rotaryDim } : {}),
-    interleaved: r.interleaved ?? false,
-  };
-}
-
-/** Appends k and v to the cache (if any) and returns what attention reads as k and v, 'bshd'. */
-function keysAndValues(w: BlockWeights, p: DecoderPlan, k: Tensor, v: Tensor): [KeyValueInput, KeyValueInput] {
-  if (!p.cache) {
-    const shape = [p.batch, p.tokens, w.kvHeads, w.dimHead];
-    return [{ data: k.data, shape }, { data: v.data, shape }];
+  if (keyLengths) owned[att][1 + argIndex('attention', 'keyLengths')] = keyLengths;
+  if (c.cache) {
+    const desc = owned[att][owned[att].length - 1] as Float64Array;
+    // The seq dim of 'bshd' [batch, seq, kvHeads, dim]: after the rank and the batch.
+    plan.attention = {
+      stage: att,
+      keys: argIndex('attention', 'k'),
+      values: argIndex('attention', 'v'),
+      kSeq: fieldIndex('attention', desc, 'k.shape') + 2,
+      vSeq: fieldIndex('attention', desc, 'v.shape') + 2,
+    };
   }
-  p.cache.append(k, v, p.lengths ? { lengths: p.lengths } : undefined);
-  return [asBshd(p.cache.keys), asBshd(p.cache.values)];
+  return plan;
 }
 
-function outputs(fn: string, w: BlockWeights, p: DecoderPlan) {
-  const rows = p.batch * p.tokens;
-  const o: Tensor = w.projectOut
-    ? { data: allocateResultFloats(fn, 'the attention output', rows * w.innerDim), shape: [p.batch, p.tokens, w.heads, w.dimHead] }
-    : { data: p.out.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] };
-  return { o, o2: { data: o.data, shape: [rows, w.innerDim] }, out2: { data: p.out.data, shape: [rows, w.dim] } };
+/** The stages of call c: the workspace's kept plan refreshed, or a new one (kept once the call is under way). */
+function stagesFor(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<DecoderPlan>): { plan: DecoderPlan; kept: boolean } {
+  const kept = ws.plan;
+  const plan = kept && kept.cache === c.cache && kept.key === planKey(c) ? kept : newPlan(fn, w, c, ws);
+  refresh(plan, c);
+  return { plan, kept: plan === kept };
 }
 
-function normOptions(w: BlockWeights, out: Tensor) {
-  return w.normType === 'rms'
-    ? { weight: w.normWeight, eps: w.eps, out }
-    : { weight: w.normWeight, ...(w.normBias ? { bias: w.normBias } : {}), eps: w.eps, out };
-}
-
-/** The decoder path of forward. */
-export function decoderForward(fn: string, w: BlockWeights, x: TensorLike, options?: MultiHeadSelfAttentionForwardOptions): Tensor {
-  const p = prepare(fn, w, x, options);
-  const rows = p.batch * p.tokens;
-  let y = p.x;
-  if (w.hasNorm) {
-    y = { data: allocateResultFloats(fn, 'the normalized input', rows * w.dim), shape: p.x.shape };
-    (w.normType === 'rms' ? rmsNorm : layerNorm)(p.x, normOptions(w, y));
+/** The decoder form of forward. */
+export function decoderForward(
+  fn: string,
+  w: BlockWeights,
+  pool: Workspace<DecoderPlan>[],
+  x: TensorLike,
+  options?: MultiHeadSelfAttentionForwardOptions,
+): Tensor {
+  const c = checkCall(fn, w, x, options);
+  const ws = acquireWorkspace(pool, w, c.batch * c.tokens, decoderRowFloats(w)) as Workspace<DecoderPlan>;
+  try {
+    const { plan } = stagesFor(fn, w, c, ws);
+    native.sequence(plan.stages);
+    if (c.cache) advance(c.cache, plan.counts);
+    ws.plan = plan;
+    return c.out.result;
+  } finally {
+    dropDecoderBuffers(ws.plan);
+    releaseWorkspace(pool, ws);
   }
-  const qkv = matmul({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
-  const { q, k, v } = splitAndStore(w, p, qkv.data);
-  if (w.decoderSettings.rope) {
-    rope(q, ropeOptions(w, w.heads, p, q));
-    rope(k, ropeOptions(w, w.kvHeads, p, k));
-  }
-  const [keys, values] = keysAndValues(w, p, k, v);
-  const { o, o2, out2 } = outputs(fn, w, p);
-  attention({ data: q.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] }, keys, values, { ...p.attnOptions, out: o });
-  if (w.projectOut) matmul(o2, w.packedOut!, { c: w.bo, out: out2 });
-  return p.out.result;
 }
 
-/** {@link decoderForward} with each op off the JS thread. */
+/** Whether the cache's lengths are still `lengths`. */
+function holds(cache: KVCache<KVCacheDtype>, lengths: Int32Array): boolean {
+  const now = cache.lengths;
+  return now.every((n, b) => n === lengths[b]);
+}
+
+/**
+ * {@link decoderForward} as one async job. The stages are made when the job
+ * leaves the queue: a call queued behind another on the same cache is checked
+ * again there, against the lengths that call left.
+ */
 export async function decoderForwardAsync(
   fn: string,
   w: BlockWeights,
+  pool: Workspace<DecoderPlan>[],
   x: TensorLike,
   options?: MultiHeadSelfAttentionForwardOptions,
 ): Promise<Tensor> {
-  const p = prepare(fn, w, x, options);
-  const rows = p.batch * p.tokens;
-  let y = p.x;
-  if (w.hasNorm) {
-    y = { data: allocateResultFloats(fn, 'the normalized input', rows * w.dim), shape: p.x.shape };
-    await (w.normType === 'rms' ? rmsNormAsync : layerNormAsync)(p.x, normOptions(w, y));
+  let c = checkCall(fn, w, x, options);
+  const ws = acquireWorkspace(pool, w, c.batch * c.tokens, decoderRowFloats(w)) as Workspace<DecoderPlan>;
+  const buffers: NamedBuffer[] = [...c.callerBuffers, ...w.inPlaceWeights];
+  if (c.cache) {
+    // Written by the job: private copies (lib/async-copies.ts) give them back.
+    const storage = cacheStorage(c.cache);
+    buffers.push(["the cache's keys", storage.keys, true], ["the cache's values", storage.values, true]);
   }
-  const qkv = await matmulAsync({ data: y.data, shape: [rows, w.dim] }, w.packedQkv, { c: w.bqkv });
-  const { q, k, v } = splitAndStore(w, p, qkv.data);
-  if (w.decoderSettings.rope) {
-    await Promise.all([ropeAsync(q, ropeOptions(w, w.heads, p, q)), ropeAsync(k, ropeOptions(w, w.kvHeads, p, k))]);
+  let plan: DecoderPlan | undefined;
+  let started = false;
+  try {
+    await runAsync(
+      () => ({
+        fn,
+        args: () => {
+          if (c.cache && !holds(c.cache, c.before)) c = checkCall(fn, w, x, options);
+          plan = stagesFor(fn, w, c, ws).plan;
+          return [plan.stages];
+        },
+        result: c.out.result,
+        buffers,
+      }),
+      (a) => {
+        native.sequence(a[0] as unknown[][], a[1] as NativeCallback);
+        started = true;
+        if (c.cache) advance(c.cache, plan!.counts);
+      },
+    );
+    ws.plan = plan;
+    return c.out.result;
+  } catch (e) {
+    // A job that ran but failed (a buffer detached while it ran): the cache goes back to where it
+    // was, unless a later call has appended since.
+    if (started && c.cache && holds(c.cache, c.after)) cacheStorageRollback(c.cache, c.before);
+    const lost = buffers.find(([, view]) => isDetached(view));
+    if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
+    throw e;
+  } finally {
+    dropDecoderBuffers(ws.plan);
+    releaseWorkspace(pool, ws);
   }
-  const [keys, values] = keysAndValues(w, p, k, v);
-  const { o, o2, out2 } = outputs(fn, w, p);
-  await attentionAsync({ data: q.data, shape: [p.batch, p.tokens, w.heads, w.dimHead] }, keys, values, { ...p.attnOptions, out: o });
-  if (w.projectOut) await matmulAsync(o2, w.packedOut!, { c: w.bo, out: out2 });
-  return p.out.result;
+}
+
+/** Sets a cache's lengths back to `lengths`. */
+function cacheStorageRollback(cache: KVCache<KVCacheDtype>, lengths: Int32Array): void {
+  const now = cache.lengths;
+  advance(cache, now.map((n, b) => lengths[b] - n));
 }

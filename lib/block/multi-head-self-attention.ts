@@ -11,7 +11,7 @@ import { native, type NativeCallback } from '../native';
 import { runAsync, type NamedBuffer } from '../queue';
 import { isDetached, type Tensor, type TensorLike } from '../tensor';
 import { CLASS, checkConfig, type BlockWeights } from './config';
-import { decoderForward, decoderForwardAsync, takesDecoderPath } from './decoder';
+import { decoderForward, decoderForwardAsync, takesDecoderPath, type DecoderPlan } from './decoder';
 import { prepareForward } from './forward-args';
 import { acquireWorkspace, cachedStages, dropCallerBuffers, newStages, ownDescriptors, releaseWorkspace, type Workspace } from './plan';
 import type {
@@ -94,6 +94,8 @@ export class MultiHeadSelfAttention {
   private readonly weights: BlockWeights;
   /** Idle workspaces; a call takes one (or makes one) and gives it back, so concurrent async calls never share. */
   private readonly pool: Workspace[] = [];
+  /** The decoder form's workspaces (lib/block/decoder.ts). */
+  private readonly decoderPool: Workspace<DecoderPlan>[] = [];
 
   /**
    * Builds the block from weights in PyTorch layout. The projection weights
@@ -179,7 +181,7 @@ export class MultiHeadSelfAttention {
     const fn = `${CLASS}.forward`;
     if (this.weights.decoder || takesDecoderPath(options)) {
       try {
-        return decoderForward(fn, this.weights, x, options);
+        return decoderForward(fn, this.weights, this.decoderPool, x, options);
       } catch (e) {
         throw rename(e, fn);
       }
@@ -228,7 +230,7 @@ export class MultiHeadSelfAttention {
     const fn = `${CLASS}.forwardAsync`;
     if (this.weights.decoder || takesDecoderPath(options)) {
       try {
-        return await decoderForwardAsync(fn, this.weights, x, options);
+        return await decoderForwardAsync(fn, this.weights, this.decoderPool, x, options);
       } catch (e) {
         throw rename(e, fn);
       }
@@ -267,7 +269,7 @@ export class MultiHeadSelfAttention {
    * input seen. {@link releaseWorkspaces} frees them.
    */
   get workspaceBytes(): number {
-    return this.pool.reduce((sum, ws) => sum + ws.buffer.byteLength, 0);
+    return [...this.pool, ...this.decoderPool].reduce((sum, ws) => sum + ws.buffer.byteLength, 0);
   }
 
   /**
@@ -280,6 +282,7 @@ export class MultiHeadSelfAttention {
    */
   releaseWorkspaces(): void {
     this.pool.length = 0;
+    this.decoderPool.length = 0;
   }
 
   /** A short description, e.g. `MultiHeadSelfAttention(dim=768, heads=12, dimHead=64, norm, out)`. */

@@ -11,18 +11,18 @@ import { attentionOnFusedQkvStage, type AttentionWithWeights } from '../attentio
 import { layerNormStage } from '../layernorm';
 import { layerNormMatmulStage, matmulStage } from '../matmul';
 import { allocateFloats } from '../memory';
-import { sequenceArgs, type NativeStage } from '../native';
+import { argIndex, sequenceArgs, type NativeStage } from '../native';
 import type { CheckedTensor, Tensor } from '../tensor';
 import { CLASS, type BlockWeights } from './config';
 import type { PreparedForward } from './forward-args';
 import type { MultiHeadSelfAttentionWithWeights } from './types';
 
 /** Scratch buffers of one forward pass, reused across calls. */
-export interface Workspace {
+export interface Workspace<Plan = CachedPlan> {
   rows: number;
   buffer: Float32Array;
-  /** The last forward's checked stages over this buffer, for the next call of the same shapes (CachedPlan). */
-  plan?: CachedPlan;
+  /** The last forward's checked stages over this buffer, for the next call of the same shapes. */
+  plan?: Plan;
 }
 
 /** Where a caller's buffer goes in native.sequence's arguments: stages[stage][1 + arg]. */
@@ -62,11 +62,14 @@ function rowFloats(w: BlockWeights): number {
   return (normPass(w) ? w.dim : 0) + (w.projectOut ? 4 : 3) * w.innerDim;
 }
 
-/** A workspace from pool with room for `rows` token rows: an idle one, grown if needed, or a new one. */
-export function acquireWorkspace(pool: Workspace[], w: BlockWeights, rows: number): Workspace {
-  const ws = pool.pop() ?? { rows: 0, buffer: new Float32Array(0) };
+/**
+ * A workspace from pool with room for `rows` token rows of floatsPerRow (the
+ * encoder form's by default): an idle one, grown if needed, or a new one.
+ */
+export function acquireWorkspace<Plan>(pool: Workspace<Plan>[], w: BlockWeights, rows: number, floatsPerRow = rowFloats(w)): Workspace<Plan> {
+  const ws: Workspace<Plan> = pool.pop() ?? { rows: 0, buffer: new Float32Array(0) };
   if (ws.rows < rows) {
-    ws.buffer = allocateFloats(`${CLASS}.forward`, 'the workspace', rows * rowFloats(w));
+    ws.buffer = allocateFloats(`${CLASS}.forward`, 'the workspace', rows * floatsPerRow);
     ws.rows = rows;
     ws.plan = undefined;
   }
@@ -80,7 +83,7 @@ export function workspaceGrowth(pool: readonly Workspace[], w: BlockWeights, row
 }
 
 /** Gives a workspace back to pool once its call is over. */
-export function releaseWorkspace(pool: Workspace[], ws: Workspace): void {
+export function releaseWorkspace<Plan>(pool: Workspace<Plan>[], ws: Workspace<Plan>): void {
   // A burst of concurrent forwardAsync calls makes one workspace each; once
   // it is over, keep only as many as can compute at once.
   if (pool.length < MAX_IDLE_WORKSPACES) pool.push(ws);
@@ -127,12 +130,13 @@ function planStages(
   const attended = attentionOnFusedQkvStage(fn, qkv, { ...p.attnOptions, out: o ?? p.out3, returnWeights: p.returnWeights });
   const att = stages.push(attended.stage) - 1;
   if (o) stages.push(matmulStage(o, w.packedOut!, { c: w.bo, out: p.out3 }));
-  // Argument positions as in native/binding/bindings.h: a or x first, out fourth or second; attention's mask and keyPaddingMask fifth and sixth.
+  // Argument positions by name, from the addon's own lists (native/ops/descriptor_layouts.h).
+  const first = stages[0].kind as 'layerNorm' | 'layerNormMatmul' | 'matmul';
   const slots = {
-    x: [0, 0] as const,
-    out: o ? ([stages.length - 1, 3] as const) : ([att, 3] as const),
-    mask: p.attnOptions.mask ? ([att, 4] as const) : undefined,
-    pad: p.attnOptions.keyPaddingMask ? ([att, 5] as const) : undefined,
+    x: [0, argIndex(first, first === 'layerNorm' ? 'x' : 'a')] as const,
+    out: o ? ([stages.length - 1, argIndex('matmul', 'out')] as const) : ([att, argIndex('attention', 'out')] as const),
+    mask: p.attnOptions.mask ? ([att, argIndex('attention', 'mask')] as const) : undefined,
+    pad: p.attnOptions.keyPaddingMask ? ([att, argIndex('attention', 'keyPaddingMask')] as const) : undefined,
   };
   if (!p.returnWeights) return { stages, result: p.out.result, slots };
   const perHead = (attended.result as AttentionWithWeights).weights;

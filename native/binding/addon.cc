@@ -45,7 +45,7 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
   return r;
 }
 
-// descriptorLayouts() -> { op: { fields: [kind, name][], optional: [kind, name][] } }:
+// descriptorLayouts() -> { op: { args: name[], fields: [kind, name][], optional: [kind, name][] } }:
 // native/ops/descriptor_layouts.h, for the test that checks lib/'s descriptors.
 Napi::Value descriptorLayoutsBinding(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -64,6 +64,9 @@ Napi::Value descriptorLayoutsBinding(const Napi::CallbackInfo& info) {
   const DescriptorLayoutInfo* layouts = descriptorLayouts(&count);
   for (size_t i = 0; i < count; ++i) {
     Napi::Object layout = Napi::Object::New(env);
+    Napi::Array args = Napi::Array::New(env, layouts[i].argCount);
+    for (size_t a = 0; a < layouts[i].argCount; ++a) args.Set(static_cast<uint32_t>(a), layouts[i].args[a]);
+    layout.Set("args", args);
     layout.Set("fields", toArray(layouts[i].fields, layouts[i].fieldCount));
     layout.Set("optional", toArray(layouts[i].optional, layouts[i].optionalCount));
     r.Set(layouts[i].op, layout);
@@ -146,7 +149,7 @@ static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   exportFunction<packMatrixBinding>(env, exports, "packMatrix");
   exportFunction<layerNormBinding>(env, exports, "layerNorm");
   exportFunction<ropeBinding>(env, exports, "rope");
-  exportFunction<castBf16Binding>(env, exports, "castBf16");
+  exportFunction<cacheAppendBinding>(env, exports, "cacheAppend");
   exportFunction<sequenceBinding>(env, exports, "sequence");
   exportFunction<parseSafetensorsBinding>(env, exports, "parseSafetensors");
   exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");

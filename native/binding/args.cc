@@ -69,9 +69,13 @@ JsBuffer optionalByteArg(const Napi::Value& v, const char* fn, const char* arg) 
   return typedArg(v, fn, arg, napi_uint8_array, "Uint8Array");
 }
 
+JsBuffer int32Arg(const Napi::Value& v, const char* fn, const char* arg) {
+  return typedArg(v, fn, arg, napi_int32_array, "Int32Array");
+}
+
 JsBuffer optionalInt32Arg(const Napi::Value& v, const char* fn, const char* arg) {
   if (isNullish(v)) return JsBuffer{};
-  return typedArg(v, fn, arg, napi_int32_array, "Int32Array");
+  return int32Arg(v, fn, arg);
 }
 
 Descriptor descriptorArg(const Napi::Value& v, const char* fn) {

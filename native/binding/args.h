@@ -1,7 +1,8 @@
 // Unwrapping JS arguments for the native entry points: typed arrays become
 // BufferArgs (pointer + length, no copy) and the Float64Array of shapes, flags
 // and scalars becomes a Descriptor. Every check that protects memory happens
-// after this, in ops/calls.cc, which the native tests and the fuzzer share.
+// after this, in each op's prepare function (ops/<op>_op.cc), which the
+// native tests and the fuzzer share.
 #pragma once
 
 #include <napi.h>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "../ops/calls.h"
+#include "../ops/descriptor_layouts.h"
 
 namespace mhsa {
 
@@ -45,6 +47,8 @@ JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg);
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Uint8Array, or null/undefined.
 JsBuffer optionalByteArg(const Napi::Value& v, const char* fn, const char* arg);
+// An Int32Array.
+JsBuffer int32Arg(const Napi::Value& v, const char* fn, const char* arg);
 // An Int32Array, or null/undefined.
 JsBuffer optionalInt32Arg(const Napi::Value& v, const char* fn, const char* arg);
 

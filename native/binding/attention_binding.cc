@@ -6,17 +6,18 @@ namespace mhsa {
 
 AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "attention";
-  JsBuffer q = floatArg(args[0], fn, "q");
-  JsBuffer k = floatOrBf16Arg(args[1], fn, "k");
-  JsBuffer v = floatOrBf16Arg(args[2], fn, "v");
-  JsBuffer out = floatArg(args[3], fn, "out");
-  JsBuffer mask = optionalFloatArg(args[4], fn, "mask");
-  JsBuffer pad = optionalByteArg(args[5], fn, "keyPaddingMask");
-  JsBuffer weights = optionalFloatArg(args[6], fn, "weights");
-  JsBuffer sinks = optionalFloatArg(args[7], fn, "sinks");
-  JsBuffer keyLengths = optionalInt32Arg(args[8], fn, "keyLengths");
+  using I = attention_args::Index;
+  JsBuffer q = floatArg(args[I::q], fn, "q");
+  JsBuffer k = floatOrBf16Arg(args[I::k], fn, "k");
+  JsBuffer v = floatOrBf16Arg(args[I::v], fn, "v");
+  JsBuffer out = floatArg(args[I::out], fn, "out");
+  JsBuffer mask = optionalFloatArg(args[I::mask], fn, "mask");
+  JsBuffer pad = optionalByteArg(args[I::keyPaddingMask], fn, "keyPaddingMask");
+  JsBuffer weights = optionalFloatArg(args[I::weights], fn, "weights");
+  JsBuffer sinks = optionalFloatArg(args[I::sinks], fn, "sinks");
+  JsBuffer keyLengths = optionalInt32Arg(args[I::keyLengths], fn, "keyLengths");
   AttentionCall call;
-  throwIfError(env, prepareAttention(descriptorArg(args[9], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
+  throwIfError(env, prepareAttention(descriptorArg(args[I::kDescriptor], fn), q.arg, k.arg, v.arg, out.arg, mask.arg, pad.arg,
                                      weights.arg, sinks.arg, keyLengths.arg, &call));
   buffers->read.insert(buffers->read.end(), {q.value, k.value, v.value, mask.value, pad.value, sinks.value, keyLengths.value});
   buffers->written.insert(buffers->written.end(), {out.value, weights.value});
@@ -24,7 +25,7 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, JobBuffers* buf
 }
 
 Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
-  return runOp<AttentionCall, unwrapAttention>(info, "attention", 10);
+  return runOp<AttentionCall, unwrapAttention>(info, "attention", attention_args::kDescriptor + 1);
 }
 
 }  // namespace mhsa

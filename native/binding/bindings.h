@@ -8,49 +8,28 @@
 
 namespace mhsa {
 
-// matmul(a, b, c|null, out, desc, callback?)
-// desc: a.shape, b.shape, c.shape (rank 0 when no c), out.shape (each as rank, dims...),
-//       transposeA, transposeB, alpha, beta, bPacked
+// The ops' entry points. Each takes its buffers in the order of its
+// MHSA_*_ARGS list in ops/descriptor_layouts.h, then its descriptor (the
+// fields of its MHSA_*_FIELDS list), then an optional callback: with one the
+// op runs as an async job and calls it with (error | null).
 Napi::Value matmulBinding(const Napi::CallbackInfo& info);
-
-// layerNormMatmul(a, b, c|null, out, weight|null, bias|null, desc, callback?)
-// desc: matmul's, then eps. matmul of a with its rows LayerNorm'd on the way
-// into the product (the block's LayerNorm + QKV projection; ops/calls.h).
 Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info);
-
-// packedSize(desc[b.shape]) -> floats a packed [K, N] matrix takes on this CPU.
-// packMatrix(b, out, desc[b.shape, transpose]): out = op(b) packed for the GEMM.
+Napi::Value softmaxBinding(const Napi::CallbackInfo& info);
+Napi::Value attentionBinding(const Napi::CallbackInfo& info);
+Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
+Napi::Value ropeBinding(const Napi::CallbackInfo& info);
+Napi::Value cacheAppendBinding(const Napi::CallbackInfo& info);
+Napi::Value packMatrixBinding(const Napi::CallbackInfo& info);
+// packedSize(desc) -> floats a packed [K, N] matrix takes on this CPU.
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info);
 Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info);
-Napi::Value packMatrixBinding(const Napi::CallbackInfo& info);
 
-// softmax(x, out, desc, callback?)
-// desc: x.shape, out.shape, scale
-Napi::Value softmaxBinding(const Napi::CallbackInfo& info);
-
-// attention(q, k, v, out, mask|null, keyPaddingMask|null, weights|null, desc, callback?)
-// desc: layout (0 bhsd, 1 bshd, 2 bhds), q.shape, k.shape, v.shape, out.shape,
-//       hasScale, scale, causal, mask.shape (rank 0 when no mask)
-Napi::Value attentionBinding(const Napi::CallbackInfo& info);
-
-// sequence(stages, callback?): stages is an array of [kind, ...arguments],
-// kind 'matmul', 'layerNormMatmul', 'attention' or 'layerNorm' with that
-// entry point's arguments (no callback). Every stage is checked, then all run
-// in order as one call (one async job): the block's forward, with no return to
-// JS between its stages (stages.h).
+// sequence(stages, callback?): stages is an array of [kind, ...that op's
+// arguments] (no callback), kind one of matmul, layerNormMatmul, attention,
+// layerNorm, rope and cacheAppend. Every stage is checked, then all run in
+// order as one call (one async job): a block's forward, with no return to JS
+// between its stages (stages.h).
 Napi::Value sequenceBinding(const Napi::CallbackInfo& info);
-
-// layerNorm(x, out, weight|null, bias|null, desc, callback?)
-// desc: x.shape, out.shape, eps. Normalizes over the last dim.
-Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
-
-// rope(x, out, positions|null, desc, callback?): rotary position embedding
-// (kernels/rope.h); desc: descriptor_layouts.h's MHSA_ROPE_FIELDS.
-Napi::Value ropeBinding(const Napi::CallbackInfo& info);
-
-// castBf16(src, out, desc, callback?): float rows rounded to bf16 (a bf16
-// KV cache's append); desc: descriptor_layouts.h's MHSA_CAST_BF16_FIELDS.
-Napi::Value castBf16Binding(const Napi::CallbackInfo& info);
 
 // parseSafetensors(bytes: Uint8Array) -> { dataStart, entries: [name, dtype, shape, begin, end][],
 //   metadata: [key, value][] } or { errorKind: 'TypeError' | 'RangeError', message }: the checked

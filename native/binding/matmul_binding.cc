@@ -7,12 +7,13 @@ namespace mhsa {
 
 MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "matmul";
-  JsBuffer a = floatArg(args[0], fn, "a");
-  JsBuffer b = floatOrBf16Arg(args[1], fn, "b");
-  JsBuffer c = optionalFloatArg(args[2], fn, "c");
-  JsBuffer out = floatArg(args[3], fn, "out");
+  using I = matmul_args::Index;
+  JsBuffer a = floatArg(args[I::a], fn, "a");
+  JsBuffer b = floatOrBf16Arg(args[I::b], fn, "b");
+  JsBuffer c = optionalFloatArg(args[I::c], fn, "c");
+  JsBuffer out = floatArg(args[I::out], fn, "out");
   MatmulCall call;
-  throwIfError(env, prepareMatmul(descriptorArg(args[4], fn), a.arg, b.arg, c.arg, out.arg, &call));
+  throwIfError(env, prepareMatmul(descriptorArg(args[I::kDescriptor], fn), a.arg, b.arg, c.arg, out.arg, &call));
   buffers->read.insert(buffers->read.end(), {a.value, b.value, c.value});
   buffers->written.push_back(out.value);
   return call;
@@ -20,14 +21,15 @@ MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers) 
 
 MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "layerNormMatmul";
-  JsBuffer a = floatArg(args[0], fn, "a");
-  JsBuffer b = floatOrBf16Arg(args[1], fn, "b");
-  JsBuffer c = optionalFloatArg(args[2], fn, "c");
-  JsBuffer out = floatArg(args[3], fn, "out");
-  JsBuffer weight = optionalFloatArg(args[4], fn, "weight");
-  JsBuffer bias = optionalFloatArg(args[5], fn, "bias");
+  using I = layer_norm_matmul_args::Index;
+  JsBuffer a = floatArg(args[I::a], fn, "a");
+  JsBuffer b = floatOrBf16Arg(args[I::b], fn, "b");
+  JsBuffer c = optionalFloatArg(args[I::c], fn, "c");
+  JsBuffer out = floatArg(args[I::out], fn, "out");
+  JsBuffer weight = optionalFloatArg(args[I::weight], fn, "weight");
+  JsBuffer bias = optionalFloatArg(args[I::bias], fn, "bias");
   MatmulCall call;
-  throwIfError(env, prepareLayerNormMatmul(descriptorArg(args[6], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
+  throwIfError(env, prepareLayerNormMatmul(descriptorArg(args[I::kDescriptor], fn), a.arg, b.arg, c.arg, out.arg, weight.arg,
                                            bias.arg, &call));
   buffers->read.insert(buffers->read.end(), {a.value, b.value, c.value, weight.value, bias.value});
   buffers->written.push_back(out.value);
@@ -35,16 +37,16 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* 
 }
 
 Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
-  return runOp<MatmulCall, unwrapMatmul>(info, "matmul", 5);
+  return runOp<MatmulCall, unwrapMatmul>(info, "matmul", matmul_args::kDescriptor + 1);
 }
 
 Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info) {
-  return runOp<MatmulCall, unwrapLayerNormMatmul>(info, "layerNormMatmul", 7);
+  return runOp<MatmulCall, unwrapLayerNormMatmul>(info, "layerNormMatmul", layer_norm_matmul_args::kDescriptor + 1);
 }
 
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info) {
   int64_t floats = 0;
-  throwIfError(info.Env(), preparePackedSize(descriptorArg(info[0], "packMatrix"), &floats));
+  throwIfError(info.Env(), preparePackedSize(descriptorArg(info[packed_size_args::kDescriptor], "packMatrix"), &floats));
   return Napi::Number::New(info.Env(), static_cast<double>(floats));
 }
 
@@ -65,11 +67,12 @@ Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info) {
 
 Napi::Value packMatrixBinding(const Napi::CallbackInfo& info) {
   const char* fn = "packMatrix";
-  JsBuffer b = floatOrBf16Arg(info[0], fn, "b");
-  JsBuffer out = floatOrBf16Arg(info[1], fn, "out");
+  using I = pack_matrix_args::Index;
+  JsBuffer b = floatOrBf16Arg(info[I::b], fn, "b");
+  JsBuffer out = floatOrBf16Arg(info[I::out], fn, "out");
   PackCall call;
-  throwIfError(info.Env(), preparePackMatrix(descriptorArg(info[2], fn), b.arg, out.arg, &call));
-  runOrSubmit(fn, info, 3, JobBuffers{{b.value}, {out.value}}, [call] { runCall(call); });
+  throwIfError(info.Env(), preparePackMatrix(descriptorArg(info[I::kDescriptor], fn), b.arg, out.arg, &call));
+  runOrSubmit(fn, info, I::kDescriptor + 1, JobBuffers{{b.value}, {out.value}}, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 

@@ -10,14 +10,15 @@
 namespace mhsa {
 namespace {
 
-// A block's forward has at most five: LayerNorm, the QKV projection,
-// attention, the output projection and the weights' head average.
+// A block's forward has at most six: its norm, the QKV projection, rope on q
+// and k, the cache append, attention and the output projection (or, in the
+// encoder form, the weights' head average).
 constexpr uint32_t kMaxStages = 8;
 
-using StageCall = std::variant<MatmulCall, AttentionCall, LayerNormCall>;
+using StageCall = std::variant<MatmulCall, AttentionCall, LayerNormCall, RopeCall, CacheAppendCall>;
 
-// The most arguments any stage's op takes (attention's ten).
-constexpr uint32_t kMaxStageArgs = 10;
+// The most arguments any stage's op takes: attention's buffers and its descriptor.
+constexpr uint32_t kMaxStageArgs = attention_args::kDescriptor + 1;
 
 // One stage as read out of the JS array: its kind and its arguments.
 struct StageValues {
@@ -43,9 +44,11 @@ StageCall unwrapStage(Napi::Env env, const StageValues& stage, uint32_t index, J
   if (stage.kind == "layerNormMatmul") return unwrapLayerNormMatmul(env, args, buffers);
   if (stage.kind == "attention") return unwrapAttention(env, args, buffers);
   if (stage.kind == "layerNorm") return unwrapLayerNorm(env, args, buffers);
+  if (stage.kind == "rope") return unwrapRope(env, args, buffers);
+  if (stage.kind == "cacheAppend") return unwrapCacheAppend(env, args, buffers);
   throw Napi::RangeError::New(env, "sequence: stage " + std::to_string(index) +
-                                       ": kind must be matmul, layerNormMatmul, attention or layerNorm, received '" +
-                                       stage.kind + "'");
+                                       ": kind must be matmul, layerNormMatmul, attention, layerNorm, rope or "
+                                       "cacheAppend, received '" + stage.kind + "'");
 }
 
 }  // namespace

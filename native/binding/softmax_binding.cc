@@ -6,11 +6,12 @@ namespace mhsa {
 
 Napi::Value softmaxBinding(const Napi::CallbackInfo& info) {
   const char* fn = "softmax";
-  JsBuffer x = floatArg(info[0], fn, "x");
-  JsBuffer out = floatArg(info[1], fn, "out");
+  using I = softmax_args::Index;
+  JsBuffer x = floatArg(info[I::x], fn, "x");
+  JsBuffer out = floatArg(info[I::out], fn, "out");
   SoftmaxCall call;
-  throwIfError(info.Env(), prepareSoftmax(descriptorArg(info[2], fn), x.arg, out.arg, &call));
-  runOrSubmit(fn, info, 3, JobBuffers{{x.value}, {out.value}}, [call] { runCall(call); });
+  throwIfError(info.Env(), prepareSoftmax(descriptorArg(info[I::kDescriptor], fn), x.arg, out.arg, &call));
+  runOrSubmit(fn, info, I::kDescriptor + 1, JobBuffers{{x.value}, {out.value}}, [call] { runCall(call); });
   return info.Env().Undefined();
 }
 

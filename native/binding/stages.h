@@ -14,14 +14,14 @@
 
 namespace mhsa {
 
-// matmul(a, b, c|null, out, desc)
+// Each takes the op's arguments in the order of its MHSA_*_ARGS list
+// (ops/descriptor_layouts.h): its buffers, then its descriptor.
 MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
-// layerNormMatmul(a, b, c|null, out, weight|null, bias|null, desc)
 MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
-// attention(q, k, v, out, mask|null, keyPaddingMask|null, weights|null, desc)
 AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
-// layerNorm(x, out, weight|null, bias|null, desc)
 LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
+RopeCall unwrapRope(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
+CacheAppendCall unwrapCacheAppend(Napi::Env env, const OpArgs& args, JobBuffers* buffers);
 
 // An op's own entry point: its arguments unwrapped by Unwrap, run now or, when
 // info[callbackIndex] is a function, queued (async_job.h).

@@ -64,10 +64,10 @@ double flagValue(ByteSource& in) {
 }
 
 // Descriptor layouts, as lib/native.ts writes them: S shape, N number, F flag.
-enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, CastBf16, OpCount };
+enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, CacheAppend, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
 // C: a softcap, mostly 0 (none) or small; W: a window side, mostly -1 (none) or small.
-const char* const kLayout[OpCount] = {"SSSSFFNNFF", "SSN", "NSSSSFNFSCWWF", "SSNF", "SFF", "SF", "", "NSSNNFNS", "NNNN"};
+const char* const kLayout[OpCount] = {"SSSSFFNNFF", "SSN", "NSSSSFNFSCWWF", "SSNF", "SFF", "SF", "", "NSSNNFNS", ""};
 
 struct Decoded {
   std::vector<double> values;
@@ -219,7 +219,7 @@ struct Stats {
   ~Stats() {
     if (!std::getenv("MHSA_FUZZ_STATS")) return;
     static const char* const names[OpCount] = {"matmul", "softmax", "attention", "layerNorm", "packMatrix",
-                                               "packedSize", "lnMatmul", "rope", "castBf16"};
+                                               "packedSize", "lnMatmul", "rope", "cacheAppend"};
     for (int i = 0; i < OpCount; ++i) std::fprintf(stderr, "%-10s tried %8ld ran %8ld\n", names[i], tried[i], ran[i]);
   }
 };
@@ -297,40 +297,76 @@ void fuzzRope(ByteSource& in) {
     for (size_t i = 0; i < bufs.ints.size(); ++i) bufs.ints[i] = in.next() < 250 ? in.next() * 257 : -1;
     positions = {bufs.ints.data(), posPlan.length, true};
   }
+  // Strides (rope in place on a view) came later: chosen by a byte read after all the others, so
+  // older saved inputs keep their meaning.
+  Descriptor ropeDesc = desc;
+  if (in.next() % 4 == 3) {
+    const double dims[4] = {xs.size() == 4 ? double(xs[1]) : 1, xs.size() == 4 ? double(xs[2]) : 1, xs.size() == 4 ? double(xs[3]) : 1, 1};
+    d.values.push_back(dims[0] * dims[1] * dims[2] + in.next() % 3);
+    d.values.push_back(dims[1] * dims[2] + in.next() % 3);
+    d.values.push_back(in.next() < 240 ? dims[2] : numberValue(in));
+    ropeDesc = {d.values.data(), d.values.size()};
+    if (in.next() % 8 != 7) out = x;
+  }
   RopeCall call;
-  if (!prepareRope(desc, x, out, positions, &call).ok()) return;
+  if (!prepareRope(ropeDesc, x, out, positions, &call).ok()) return;
   const RopeProblem& p = call.problem;
   if (static_cast<double>(p.batch) * p.seq * (p.heads * p.headDim + p.rotaryDim) > kMaxWork) return;
   runCall(call);
   ++stats.ran[Rope];
 }
 
-// castBf16(src, out), reached after a packedSize call (see fuzzOne): small
-// plausible counts and strides mostly, special numbers now and then, and now
-// and then an out that overlaps src.
-void fuzzCastBf16(ByteSource& in) {
-  ++stats.tried[CastBf16];
+// cacheAppend(k, v, keys, values, starts, counts), reached after a packedSize
+// call (see fuzzOne): small plausible sizes and strides mostly, special
+// numbers now and then, ragged and out-of-range starts and counts, and now and
+// then a k that lies inside the storage it is copied to.
+void fuzzCacheAppend(ByteSource& in) {
+  ++stats.tried[CacheAppend];
   std::vector<double> values;
-  auto count = [&](double plausible) {
+  auto number = [&](double plausible) {
     const double v = in.next() < 232 ? plausible : numberValue(in);
     values.push_back(v);
     return v;
   };
-  const double rows = count(in.next() % 9), width = count(in.next() % 9);
-  const double srcStride = count(width + in.next() % 3), outStride = count(width + in.next() % 3);
-  auto span = [&](double stride) {
-    const bool sane = rows >= 0 && rows <= 64 && width >= 0 && width <= 64 && stride >= 0 && stride <= 64;
-    return sane ? static_cast<int64_t>(rows == 0 || width == 0 ? 0 : (rows - 1) * stride + width) : int64_t{-1};
+  const double batch = number(in.next() % 4), kvHeads = number(in.next() % 4), maxLength = number(in.next() % 9);
+  const double n = number(in.next() % 5), headDim = number(in.next() % 9), valueDim = number(in.next() % 9);
+  const double rowK = kvHeads * headDim, rowV = kvHeads * valueDim;
+  const double ks[3] = {number(n * rowK), number(rowK + in.next() % 2), number(headDim)};
+  const double vs[3] = {number(n * rowV), number(rowV + in.next() % 2), number(valueDim)};
+  const bool bf16 = number(in.next() % 2) == 1;
+  auto span = [&](const double (&s)[3], double dim) -> int64_t {
+    for (double x : {batch, kvHeads, n, dim, s[0], s[1], s[2]})
+      if (!(x >= 0 && x <= 64) || std::floor(x) != x) return -1;
+    if (batch == 0 || n == 0 || kvHeads == 0 || dim == 0) return 0;
+    return static_cast<int64_t>((batch - 1) * s[0] + (n - 1) * s[1] + (kvHeads - 1) * s[2] + dim);
+  };
+  auto storage = [&](double dim) -> int64_t {
+    const double x = batch * kvHeads * maxLength * dim;
+    return x >= 0 && x <= 65536 && std::floor(x) == x ? static_cast<int64_t>(x) : -1;
   };
   Buffers bufs;
-  BufferArg src = floatBuffer(bufs, planBuffer(in, span(srcStride), false));
-  BufferArg out = bf16Buffer(bufs, planBuffer(in, span(outStride), false));
-  if (src.present && out.present && in.next() % 8 == 7) out = {src.data, std::min(out.length, 2 * src.length), true, true};
+  bufs.floats.reserve(4);
+  BufferArg k = floatBuffer(bufs, planBuffer(in, span(ks, headDim), false));
+  BufferArg v = floatBuffer(bufs, planBuffer(in, span(vs, valueDim), false));
+  const bool storageBf16 = in.next() % 8 == 7 ? !bf16 : bf16;
+  auto store = [&](double dim) {
+    const BufferPlan p = planBuffer(in, storage(dim), false);
+    return storageBf16 ? bf16Buffer(bufs, p) : floatBuffer(bufs, p);
+  };
+  BufferArg keys = store(headDim), valuesArg = store(valueDim);
+  if (k.present && keys.present && !keys.bf16 && in.next() % 8 == 7) k = {keys.data, std::min(k.length, keys.length), true};
+  const int64_t entries = batch >= 0 && batch <= 8 && std::floor(batch) == batch ? static_cast<int64_t>(batch) : 1;
+  const BufferPlan listPlan = planBuffer(in, entries, false);
+  const int64_t listLength = listPlan.present ? std::min<int64_t>(listPlan.length, 16) : 0;
+  bufs.ints.assign(static_cast<size_t>(2 * listLength), 0);
+  for (auto& x : bufs.ints) x = in.next() < 248 ? in.next() % 10 : -static_cast<int32_t>(in.next());
+  const BufferArg starts{bufs.ints.data(), listLength, listPlan.present};
+  const BufferArg counts{bufs.ints.data() + listLength, listLength, listPlan.present};
   const Descriptor desc{values.data(), values.size()};
-  CastBf16Call call;
-  if (!prepareCastBf16(desc, src, out, &call).ok()) return;
+  CacheAppendCall call;
+  if (!prepareCacheAppend(desc, k, v, keys, valuesArg, starts, counts, &call).ok()) return;
   runCall(call);
-  ++stats.ran[CastBf16];
+  ++stats.ran[CacheAppend];
 }
 
 void fuzzOne(const uint8_t* data, size_t size) {
@@ -491,12 +527,12 @@ void fuzzOne(const uint8_t* data, size_t size) {
       if (in.next() % 2 == 1)
         fuzzRope(in);
       else if (in.next() % 2 == 1)
-        fuzzCastBf16(in);
+        fuzzCacheAppend(in);
       return;
     }
     case LayerNormMatmul:  // reached from the Matmul case only
     case Rope:             // reached from the PackedSize case only
-    case CastBf16:         // likewise
+    case CacheAppend:      // likewise
     case OpCount: return;
   }
 }

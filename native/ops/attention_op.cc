@@ -1,6 +1,12 @@
 #include "attention_op.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
+
+#include "../runtime/thread_pool.h"
+#include "descriptor.h"
+#include "descriptor_layouts.h"
 
 namespace mhsa {
 namespace {
@@ -173,6 +179,114 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
                                 std::to_string(args.weightsLength));
   }
   return Status::success();
+}
+
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, const BufferArg& sinks, AttentionCall* call) {
+  return prepareAttention(desc, q, k, v, out, mask, keyPadding, weights, sinks, BufferArg{}, call);
+}
+
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, const BufferArg& sinks, const BufferArg& keyLengths,
+                        AttentionCall* call) {
+  const char* fn = "attention";
+  AttentionFields f;
+  AttentionStrideFields strideFields;
+  bool hasStrides = false;
+  MHSA_RETURN_IF_ERROR(readDescriptor(desc, fn, &f, &strideFields, &hasStrides));
+  AttentionArgs args;
+  const double layout = f.layout;
+  args.q = f.q;
+  args.k = f.k;
+  args.v = f.v;
+  args.out = f.out;
+  args.hasScale = f.hasScale;
+  args.scale = f.scale;
+  args.causal = f.causal;
+  args.mask = f.mask;
+  args.softcap = f.softcap;
+  args.windowLeft = f.windowLeft;
+  args.windowRight = f.windowRight;
+  const double strides[3][3] = {{strideFields.q0, strideFields.q1, strideFields.q2},
+                                {strideFields.k0, strideFields.k1, strideFields.k2},
+                                {strideFields.v0, strideFields.v1, strideFields.v2}};
+  args.hasStrides = hasStrides;
+  for (int t = 0; t < 3 && hasStrides; ++t)
+    for (int a = 0; a < 3; ++a) {
+      const double x = strides[t][a];
+      if (!(x >= 0 && x <= kMaxSafeInteger) || x != static_cast<double>(static_cast<int64_t>(x)))
+        return Status::rangeError(std::string("attention: ") + "qkv"[t] + ".strides[" + std::to_string(a) +
+                                  "] must be a non-negative safe integer");
+      args.strides[t][a] = static_cast<int64_t>(x);
+    }
+  if (layout != 0 && layout != 1 && layout != 2)
+    return Status::rangeError("attention: layout code must be 0, 1 or 2");
+  args.layout = static_cast<AttentionLayout>(static_cast<int>(layout));
+  args.hasMask = mask.present;
+  args.hasKeyPadding = keyPadding.present;
+  args.hasWeights = weights.present;
+  args.hasSinks = sinks.present;
+  args.sinksLength = sinks.length;
+  args.qLength = q.length;
+  args.kLength = k.length;
+  args.vLength = v.length;
+  args.outLength = out.length;
+  args.maskLength = mask.length;
+  args.keyPaddingLength = keyPadding.length;
+  args.weightsLength = weights.length;
+  // k and v are both bf16 (a bf16 KV cache) or both float; everything else is float.
+  for (const auto& kv : {std::pair<const char*, const BufferArg*>{"k", &k}, {"v", &v}})
+    if (kv.second->bf16 != f.kvBf16)
+      return Status::typeError(std::string("attention: ") + kv.first +
+                               (f.kvBf16 ? " must be a Uint16Array of bf16 values (kvBf16)" : " must be a Float32Array"));
+  for (const auto& in : {std::pair<const char*, const BufferArg*>{"q", &q}, {"out", &out}, {"mask", &mask},
+                         {"weights", &weights}, {"sinks", &sinks}})
+    if (in.second->bf16) return Status::typeError(std::string("attention: ") + in.first + " must be a Float32Array");
+  AttentionProblem& p = call->problem;
+  MHSA_RETURN_IF_ERROR(planAttention(args, &p));
+  // out and weights are written; neither may overlap anything else.
+  const struct { const char* name; const BufferArg* buf; int64_t elementBytes; } inputs[] = {
+      {"q", &q, 4}, {"k", &k, k.elementBytes()}, {"v", &v, v.elementBytes()}, {"mask", &mask, 4},
+      {"keyPaddingMask", &keyPadding, 1},
+      {"sinks", &sinks, 4}, {"keyLengths", &keyLengths, 4}};
+  for (const auto& in : inputs) {
+    MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, in.name, *in.buf, in.elementBytes, false));
+    MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, in.name, *in.buf, in.elementBytes, false));
+  }
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, "out", out, 4, false));
+  call->keyLengths.clear();
+  if (keyLengths.present) {
+    if (keyLengths.length != p.batch)
+      return Status::rangeError("attention: keyLengths.length must be batch = " + std::to_string(p.batch) +
+                                ", received " + std::to_string(keyLengths.length));
+    const auto* lengths = static_cast<const int32_t*>(keyLengths.data);
+    for (int64_t b = 0; b < p.batch; ++b)
+      if (lengths[b] < 0 || lengths[b] > p.seqKV)
+        return Status::rangeError("attention: keyLengths[" + std::to_string(b) + "] must be in [0, seqKV = " +
+                                  std::to_string(p.seqKV) + "], received " + std::to_string(lengths[b]));
+    call->keyLengths.assign(lengths, lengths + p.batch);
+  }
+  p.q.data = q.floats();
+  p.kvBf16 = f.kvBf16;
+  p.k.data = f.kvBf16 ? nullptr : k.floats();
+  p.v.data = f.kvBf16 ? nullptr : v.floats();
+  p.kBf16 = f.kvBf16 ? k.halves() : nullptr;
+  p.vBf16 = f.kvBf16 ? v.halves() : nullptr;
+  p.out = out.mutableFloats();
+  p.mask = mask.present ? mask.floats() : nullptr;
+  p.keyPadding = keyPadding.present ? static_cast<const uint8_t*>(keyPadding.data) : nullptr;
+  p.weights = weights.present ? weights.mutableFloats() : nullptr;
+  p.sinks = sinks.present ? sinks.floats() : nullptr;
+  return Status::success();
+}
+
+void runCall(const AttentionCall& call) {
+  ComputeScope computing;
+  AttentionProblem p = call.problem;
+  p.keyLengths = call.keyLengths.empty() ? nullptr : call.keyLengths.data();
+  attentionForward(p);
 }
 
 }  // namespace mhsa

@@ -1,7 +1,10 @@
 // attention: argument checking and stride derivation for the three layouts.
 #pragma once
 
+#include <vector>
+
 #include "../kernels/attention.h"
+#include "call_args.h"
 #include "shape.h"
 
 namespace mhsa {
@@ -43,5 +46,22 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p);
 // Logical [batch, head, seq, dim] sizes of a 4-D shape in the given layout.
 void logicalDims(AttentionLayout layout, const Shape& s, int64_t* b, int64_t* h, int64_t* seq,
                  int64_t* dim);
+
+// attention(q, k, v, out, mask?, keyPaddingMask?, weights?, sinks?, keyLengths?).
+// keyLengths (int32 [batch]) is copied into the call: the kernel's key ranges
+// come from it, so a later change to the caller's buffer cannot move them.
+struct AttentionCall {
+  AttentionProblem problem{};
+  std::vector<int64_t> keyLengths;
+};
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, const BufferArg& sinks, const BufferArg& keyLengths,
+                        AttentionCall* call);
+// The same without keyLengths.
+Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
+                        const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
+                        const BufferArg& weights, const BufferArg& sinks, AttentionCall* call);
+void runCall(const AttentionCall& call);
 
 }  // namespace mhsa

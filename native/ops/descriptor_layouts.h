@@ -1,14 +1,15 @@
 // The numeric arguments of each native call, in the order lib/native.ts's
-// Descriptor packs them: the one definition of that order. calls.cc reads a
-// descriptor only through the structs below, and the binding exports the same
-// lists (descriptorLayouts), against which test/descriptor-layouts.test.ts
-// checks every descriptor that lib/ builds.
+// Descriptor packs them: the one definition of that order. Each op's prepare
+// function (calls.h) reads a descriptor only through the structs below, and
+// the binding exports the same lists (descriptorLayouts), against which
+// test/descriptor-layouts.test.ts checks every descriptor that lib/ builds.
 //
 // Each list is X(kind, member, name): kind is a DescriptorReader method
 // (shape, number or flag), member the struct field, name what an error says.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "descriptor.h"
 
@@ -50,11 +51,35 @@
   X(number, rotaryDim, "rotaryDim") X(number, theta, "theta") X(flag, interleaved, "interleaved")     \
   X(number, offset, "offset") X(shape, positions, "positions.shape")
 
-// rows x width floats, rows srcRowStride apart, rounded to bf16 into rows
-// outRowStride apart (a bf16 KV cache's append).
-#define MHSA_CAST_BF16_FIELDS(X)                                                                      \
-  X(number, rows, "rows") X(number, width, "width") X(number, srcRowStride, "src.rowStride")          \
-  X(number, outRowStride, "out.rowStride")
+// Optional, all or none: the strides in floats of axes 0-2 of x and out (one
+// view, rope in place), in the layout's shape order (q or k inside a block's
+// projection output, read in place).
+#define MHSA_ROPE_STRIDE_FIELDS(X) \
+  X(number, s0, "x.strides[0]") X(number, s1, "x.strides[1]") X(number, s2, "x.strides[2]")
+
+// n positions of k and v (strides of their batch, position and head axes)
+// into storage [batch, kvHeads, maxLength, headDim or valueDim], bf16 or not.
+#define MHSA_CACHE_APPEND_FIELDS(X)                                                                   \
+  X(number, batch, "batch") X(number, kvHeads, "kvHeads") X(number, maxLength, "maxLength")            \
+  X(number, positions, "n") X(number, headDim, "headDim") X(number, valueDim, "valueDim")              \
+  X(number, k0, "k.strides[0]") X(number, k1, "k.strides[1]") X(number, k2, "k.strides[2]")            \
+  X(number, v0, "v.strides[0]") X(number, v1, "v.strides[1]") X(number, v2, "v.strides[2]")            \
+  X(flag, bf16, "bf16")
+
+// Each op's buffer arguments, in order: its descriptor follows them, then (at
+// an op's own entry point) an optional callback. The binding indexes its
+// arguments through these names (<op>_args below) and exports them with the
+// fields, and lib/ finds a buffer's place by its name (argIndex, lib/native.ts).
+#define MHSA_MATMUL_ARGS(X) X(a) X(b) X(c) X(out)
+#define MHSA_LAYER_NORM_MATMUL_ARGS(X) X(a) X(b) X(c) X(out) X(weight) X(bias)
+#define MHSA_SOFTMAX_ARGS(X) X(x) X(out)
+#define MHSA_ATTENTION_ARGS(X) \
+  X(q) X(k) X(v) X(out) X(mask) X(keyPaddingMask) X(weights) X(sinks) X(keyLengths)
+#define MHSA_LAYER_NORM_ARGS(X) X(x) X(out) X(weight) X(bias)
+#define MHSA_PACKED_SIZE_ARGS(X)
+#define MHSA_PACK_MATRIX_ARGS(X) X(b) X(out)
+#define MHSA_ROPE_ARGS(X) X(x) X(out) X(positions)
+#define MHSA_CACHE_APPEND_ARGS(X) X(k) X(v) X(keys) X(values) X(starts) X(counts)
 
 namespace mhsa {
 
@@ -83,7 +108,26 @@ MHSA_DESCRIPTOR_STRUCT(LayerNormFields, MHSA_LAYER_NORM_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(PackedSizeFields, MHSA_PACKED_SIZE_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(PackMatrixFields, MHSA_PACK_MATRIX_FIELDS)
 MHSA_DESCRIPTOR_STRUCT(RopeFields, MHSA_ROPE_FIELDS)
-MHSA_DESCRIPTOR_STRUCT(CastBf16Fields, MHSA_CAST_BF16_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(RopeStrideFields, MHSA_ROPE_STRIDE_FIELDS)
+MHSA_DESCRIPTOR_STRUCT(CacheAppendFields, MHSA_CACHE_APPEND_FIELDS)
+
+// <op>_args::<name>: a buffer argument's index; kDescriptor follows the last.
+#define MHSA_ARG_ENUM(name) name,
+#define MHSA_ARG_INDICES(ns, ARGS) \
+  namespace ns {                  \
+  enum Index : uint32_t { ARGS(MHSA_ARG_ENUM) kDescriptor }; \
+  }
+MHSA_ARG_INDICES(matmul_args, MHSA_MATMUL_ARGS)
+MHSA_ARG_INDICES(layer_norm_matmul_args, MHSA_LAYER_NORM_MATMUL_ARGS)
+MHSA_ARG_INDICES(softmax_args, MHSA_SOFTMAX_ARGS)
+MHSA_ARG_INDICES(attention_args, MHSA_ATTENTION_ARGS)
+MHSA_ARG_INDICES(layer_norm_args, MHSA_LAYER_NORM_ARGS)
+MHSA_ARG_INDICES(packed_size_args, MHSA_PACKED_SIZE_ARGS)
+MHSA_ARG_INDICES(pack_matrix_args, MHSA_PACK_MATRIX_ARGS)
+MHSA_ARG_INDICES(rope_args, MHSA_ROPE_ARGS)
+MHSA_ARG_INDICES(cache_append_args, MHSA_CACHE_APPEND_ARGS)
+#undef MHSA_ARG_INDICES
+#undef MHSA_ARG_ENUM
 
 #undef MHSA_DESCRIPTOR_STRUCT
 #undef MHSA_DESCRIPTOR_READ
@@ -94,10 +138,13 @@ struct DescriptorFieldInfo {
   const char* name;
 };
 
-// One op's layout, as the binding exports it: the fields every descriptor has,
-// then a group that is either all present or all absent.
+// One op's layout, as the binding exports it: its buffer arguments' names,
+// the fields every descriptor has, then a group that is either all present or
+// all absent.
 struct DescriptorLayoutInfo {
   const char* op;
+  const char* const* args;
+  size_t argCount;
   const DescriptorFieldInfo* fields;
   size_t fieldCount;
   const DescriptorFieldInfo* optional;

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "../kernels/gemm_bf16.h"
 #include "../kernels/gemm_blas.h"
 #include "../runtime/thread_pool.h"
+#include "descriptor.h"
+#include "descriptor_layouts.h"
 
 namespace mhsa {
 namespace {
@@ -249,6 +252,97 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
     return;
   }
   for (int64_t index = 0; index < plan.batchCount; ++index) gemmParallel(entry(index));
+}
+
+namespace {
+
+// matmul's descriptor fields and checks, for matmul and layerNormMatmul (eps
+// non-null: its extra fields, read before the reader finishes).
+Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a, const BufferArg& b,
+                      const BufferArg& c, const BufferArg& out, MatmulCall* call, double* eps) {
+  DescriptorReader r(desc.data, desc.length, fn);
+  MatmulFields f;
+  f.read(r);
+  if (eps) {
+    LayerNormMatmulExtraFields extra;
+    extra.read(r);
+    *eps = extra.eps;
+  }
+  MHSA_RETURN_IF_ERROR(r.finish());
+  MatmulArgs args;
+  args.a = f.a;
+  args.b = f.b;
+  args.c = f.c;
+  args.out = f.out;
+  args.transposeA = f.transposeA;
+  args.transposeB = f.transposeB;
+  const double alpha = f.alpha;
+  const double beta = f.beta;
+  args.bPacked = f.bPacked;
+  args.bBf16 = f.bBf16;
+  if (b.bf16 != f.bBf16)
+    return Status::typeError(std::string(fn) + (f.bBf16 ? ": b must be a Uint16Array (a matrix packed in bf16)"
+                                                         : ": b must be a Float32Array"));
+  if (a.bf16 || c.bf16 || out.bf16)
+    return Status::typeError(std::string(fn) + ": a, c and out must be Float32Arrays");
+  if (!isFiniteFloat(alpha) || !isFiniteFloat(beta))
+    return Status::rangeError(std::string(fn) + ": alpha and beta must be finite float32 numbers");
+  args.hasC = c.present;
+  args.aLength = a.length;
+  args.bLength = b.length;
+  args.cLength = c.length;
+  args.outLength = out.length;
+  args.fn = fn;
+  MHSA_RETURN_IF_ERROR(planMatmul(args, &call->plan));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "a", a, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "b", b, b.elementBytes(), false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "c", c, 4, true));
+  call->a = a.floats();
+  call->b = b.floats();
+  call->c = c.present ? c.floats() : nullptr;
+  call->out = out.mutableFloats();
+  call->alpha = static_cast<float>(alpha);
+  call->beta = static_cast<float>(beta);
+  return Status::success();
+}
+
+}  // namespace
+
+Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                     const BufferArg& out, MatmulCall* call) {
+  return prepareProduct("matmul", desc, a, b, c, out, call, nullptr);
+}
+
+Status prepareLayerNormMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                              const BufferArg& out, const BufferArg& weight, const BufferArg& bias, MatmulCall* call) {
+  const char* fn = "layerNormMatmul";
+  double eps = 0;
+  MHSA_RETURN_IF_ERROR(prepareProduct(fn, desc, a, b, c, out, call, &eps));
+  const MatmulPlan& plan = call->plan;
+  if (!plan.bPacked || plan.aColStride != 1)
+    return Status::rangeError("layerNormMatmul: a must be row-major (no transposeA) and b prepacked");
+  if (plan.k > kGemmMaxLayerNormK)
+    return Status::rangeError("layerNormMatmul: K must be at most " + std::to_string(kGemmMaxLayerNormK) +
+                              ", received " + std::to_string(plan.k));
+  if (weight.present && weight.length != plan.k)
+    return Status::rangeError("layerNormMatmul: weight.length must be K = " + std::to_string(plan.k) + ", received " +
+                              std::to_string(weight.length));
+  if (bias.present && bias.length != plan.k)
+    return Status::rangeError("layerNormMatmul: bias.length must be K = " + std::to_string(plan.k) + ", received " +
+                              std::to_string(bias.length));
+  if (!(eps >= 0) || !isFiniteFloat(eps))
+    return Status::rangeError("layerNormMatmul: eps must be a finite non-negative number");
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "weight", weight, 4, false));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "bias", bias, 4, false));
+  call->layerNorm = true;
+  call->norm = {weight.present ? weight.floats() : nullptr, bias.present ? bias.floats() : nullptr,
+                static_cast<float>(eps)};
+  return Status::success();
+}
+
+void runCall(const MatmulCall& call) {
+  ComputeScope computing;
+  runMatmul(call.plan, call.a, call.b, call.c, call.out, call.alpha, call.beta, call.layerNorm ? &call.norm : nullptr);
 }
 
 }  // namespace mhsa

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../kernels/gemm.h"
+#include "call_args.h"
 #include "shape.h"
 
 namespace mhsa {
@@ -41,5 +42,27 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan);
 // (GemmProblem::aLayerNorm: a row-major a, a prepacked b, K <= kGemmMaxLayerNormK).
 void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const float* c, float* out,
                float alpha, float beta, const RowLayerNorm* aNorm = nullptr);
+
+// matmul(a, b, c?, out).
+struct MatmulCall {
+  MatmulPlan plan;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const float* c = nullptr;
+  float* out = nullptr;
+  float alpha = 1, beta = 0;
+  bool layerNorm = false;  // a's rows LayerNorm'd as they are packed (norm)
+  RowLayerNorm norm{};
+};
+Status prepareMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                     const BufferArg& out, MatmulCall* call);
+void runCall(const MatmulCall& call);
+
+// layerNormMatmul(a, b, c?, out, weight?, bias?):
+// matmul of LayerNorm(a's rows) without writing the normalized a anywhere
+// (the block's LayerNorm before its QKV projection): a row-major (no
+// transposeA), b prepacked, K <= kGemmMaxLayerNormK, weight and bias K long.
+Status prepareLayerNormMatmul(const Descriptor& desc, const BufferArg& a, const BufferArg& b, const BufferArg& c,
+                              const BufferArg& out, const BufferArg& weight, const BufferArg& bias, MatmulCall* call);
 
 }  // namespace mhsa

@@ -1,6 +1,8 @@
 #include "softmax_op.h"
 
 #include "../kernels/softmax.h"
+#include "../runtime/thread_pool.h"
+#include "descriptor_layouts.h"
 
 namespace mhsa {
 
@@ -20,6 +22,30 @@ Status planSoftmax(const SoftmaxArgs& args, SoftmaxPlan* plan) {
 
 void runSoftmax(const SoftmaxPlan& plan, const float* x, float* out, float scale) {
   softmaxRows(x, out, plan.rows, plan.cols, scale);
+}
+
+Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call) {
+  const char* fn = "softmax";
+  SoftmaxFields f;
+  MHSA_RETURN_IF_ERROR(readDescriptor(desc, fn, &f));
+  SoftmaxArgs args;
+  args.x = f.x;
+  args.out = f.out;
+  const double scale = f.scale;
+  if (!isFiniteFloat(scale)) return Status::rangeError("softmax: scale must be a finite float32 number");
+  args.xLength = x.length;
+  args.outLength = out.length;
+  MHSA_RETURN_IF_ERROR(planSoftmax(args, &call->plan));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, "x", x, 4, true));
+  call->x = x.floats();
+  call->out = out.mutableFloats();
+  call->scale = static_cast<float>(scale);
+  return Status::success();
+}
+
+void runCall(const SoftmaxCall& call) {
+  ComputeScope computing;
+  runSoftmax(call.plan, call.x, call.out, call.scale);
 }
 
 }  // namespace mhsa

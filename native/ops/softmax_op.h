@@ -1,6 +1,7 @@
 // softmax along the last axis; out may be x itself.
 #pragma once
 
+#include "call_args.h"
 #include "shape.h"
 
 namespace mhsa {
@@ -16,5 +17,15 @@ struct SoftmaxPlan {
 
 Status planSoftmax(const SoftmaxArgs& args, SoftmaxPlan* plan);
 void runSoftmax(const SoftmaxPlan& plan, const float* x, float* out, float scale);
+
+// softmax(x, out). out may be x itself.
+struct SoftmaxCall {
+  SoftmaxPlan plan;
+  const float* x = nullptr;
+  float* out = nullptr;
+  float scale = 1;
+};
+Status prepareSoftmax(const Descriptor& desc, const BufferArg& x, const BufferArg& out, SoftmaxCall* call);
+void runCall(const SoftmaxCall& call);
 
 }  // namespace mhsa

@@ -1,0 +1,28 @@
+#include "args.h"
+#include "bindings.h"
+#include "stages.h"
+
+namespace mhsa {
+
+CacheAppendCall unwrapCacheAppend(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
+  const char* fn = "cacheAppend";
+  using I = cache_append_args::Index;
+  JsBuffer kIn = floatArg(args[I::k], fn, "k");
+  JsBuffer vIn = floatArg(args[I::v], fn, "v");
+  JsBuffer keysOut = floatOrBf16Arg(args[I::keys], fn, "keys");
+  JsBuffer valuesOut = floatOrBf16Arg(args[I::values], fn, "values");
+  JsBuffer startList = int32Arg(args[I::starts], fn, "starts");
+  JsBuffer countList = int32Arg(args[I::counts], fn, "counts");
+  CacheAppendCall call;
+  throwIfError(env, prepareCacheAppend(descriptorArg(args[I::kDescriptor], fn), kIn.arg, vIn.arg, keysOut.arg,
+                                       valuesOut.arg, startList.arg, countList.arg, &call));
+  buffers->read.insert(buffers->read.end(), {kIn.value, vIn.value, startList.value, countList.value});
+  buffers->written.insert(buffers->written.end(), {keysOut.value, valuesOut.value});
+  return call;
+}
+
+Napi::Value cacheAppendBinding(const Napi::CallbackInfo& info) {
+  return runOp<CacheAppendCall, unwrapCacheAppend>(info, "cacheAppend", cache_append_args::kDescriptor + 1);
+}
+
+}  // namespace mhsa
