@@ -15,7 +15,7 @@ export interface MhsaInfo {
    * buffers copied in and out; docs/api.md#webassembly).
    */
   backend: 'native' | 'wasm32';
-  /** SIMD path in use: 'avx512', 'avx2', 'scalar', 'neon' (arm64) or 'wasm-simd128'. Lower it with MHSA_ISA. */
+  /** SIMD path in use: 'avx512', 'avx2', 'portable', 'neon' (arm64) or 'wasm-simd128'. Lower it with MHSA_ISA. */
   isa: string;
   /**
    * Path of products against bf16 weights: 'amx' (AMX-BF16 tiles), 'avx512bf16'

@@ -77,8 +77,8 @@ export const native: NativeAddon = loadAddon().native;
  */
 function warnAboutEnvironment(env: NodeJS.ProcessEnv): void {
   const isa = env.MHSA_ISA;
-  if (isa !== undefined && isa !== '' && !['avx512', 'avx2', 'scalar', 'generic'].includes(isa)) {
-    process.emitWarning(`MHSA_ISA=${JSON.stringify(isa)} is not avx512, avx2 or scalar; using the best the CPU has`, 'MhsaWarning');
+  if (isa !== undefined && isa !== '' && !['avx512', 'avx2', 'portable'].includes(isa)) {
+    process.emitWarning(`MHSA_ISA=${JSON.stringify(isa)} is not avx512, avx2 or portable; using the best the CPU has`, 'MhsaWarning');
   }
   const threads = env.MHSA_NUM_THREADS;
   if (threads !== undefined && threads !== '' && !(/^\s*\+?[0-9]+$/.test(threads) && Number(threads) >= 1 && Number(threads) <= 1024)) {

@@ -185,7 +185,7 @@ describe('native.sequence checks every stage before it runs any', () => {
   });
 
   test.each([
-    ['an unknown kind', ['nope', a, b, null, poisoned(4), desc()], RangeError, /^sequence: stage 1: kind must be matmul, layerNormMatmul, attention, layerNorm, rope or cacheAppend, received 'nope'$/],
+    ['an unknown kind', ['nope', a, b, null, poisoned(4), desc()], RangeError, /^sequence: stage 1: kind must be one of matmul layerNormMatmul softmax attention layerNorm packMatrix rope cacheAppend, received 'nope'$/],
     ['a kind that is not a string', [3, a, b, null, poisoned(4), desc()], TypeError, /^sequence: stage 1: its kind \(item 0\) must be a string$/],
     ['a stage that is not an array', 'matmul', TypeError, /^sequence: stage 1 must be an array \[kind, \.\.\.arguments\]$/],
     ['a Float64Array as a', ['matmul', new Float64Array(6), b, null, poisoned(4), desc()], TypeError, /^matmul: a must be a Float32Array$/],

@@ -1,5 +1,5 @@
 /**
- * Runs every SIMD path: MHSA_ISA (scalar | avx2 | avx512) selects a lower path
+ * Runs every SIMD path: MHSA_ISA (portable | avx2 | avx512) selects a lower path
  * when the addon loads, so each path needs its own process. Each child process
  * loads the compiled package (require of the repo root: dist/lib/index.js, built
  * by `npm install`'s prepare script or `npx tsc -p tsconfig.build.json`), checks
@@ -15,7 +15,7 @@ import { ensureCompiled } from './helpers/compiled';
 const SEED = pickSeed();
 const TOL = 1e-5;
 const ROOT = path.resolve(__dirname, '..');
-const ORDER = ['scalar', 'avx2', 'avx512'];
+const ORDER = ['portable', 'avx2', 'avx512'];
 
 /** The child: runs the cases and prints one JSON line {isa, results: [{label, err}]}. */
 const CHILD = String.raw`
@@ -203,8 +203,8 @@ describe(`each ISA path against the float64 reference (seed ${SEED})`, () => {
   const x86 = process.arch === 'x64' || process.arch === 'ia32';
   test.each(ORDER)('MHSA_ISA=%s: info().isa reports it, results match the reference', (isa) => {
     if (!x86) {
-      // Only the scalar path is selectable on a non-x86 machine; still check it.
-      if (isa !== 'scalar') return expect(ORDER).toContain(isa);
+      // Only the portable path is selectable on a non-x86 machine; still check it.
+      if (isa !== 'portable') return expect(ORDER).toContain(isa);
     }
     const report = runChild(isa);
     // MHSA_ISA never raises the level above what the CPU has.

@@ -493,10 +493,10 @@ describe(`info() and setNumThreads() (${ADDON})`, () => {
       });
     const bad = probe({ MHSA_ISA: 'avx5l2', MHSA_NUM_THREADS: 'two' });
     expect(bad.status).toBe(0);
-    expect(bad.stderr).toContain('MhsaWarning: MHSA_ISA="avx5l2" is not avx512, avx2 or scalar');
+    expect(bad.stderr).toContain('MhsaWarning: MHSA_ISA="avx5l2" is not avx512, avx2 or portable');
     expect(bad.stderr).toContain('MhsaWarning: MHSA_NUM_THREADS="two" is not a whole number from 1 to 1024');
-    const good = probe({ MHSA_ISA: 'scalar', MHSA_NUM_THREADS: '1' });
-    expect({ status: good.status, stdout: good.stdout, stderr: good.stderr }).toEqual({ status: 0, stdout: 'scalar 1\n', stderr: '' });
+    const good = probe({ MHSA_ISA: 'portable', MHSA_NUM_THREADS: '1' });
+    expect({ status: good.status, stdout: good.stdout, stderr: good.stderr }).toEqual({ status: 0, stdout: 'portable 1\n', stderr: '' });
   });
 
   test('setNumThreads(1) takes effect and can be restored', () => {

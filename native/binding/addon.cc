@@ -17,6 +17,7 @@
 #include "async_job.h"
 #include "bindings.h"
 #include "native_error.h"
+#include "op_table.h"
 
 namespace mhsa {
 namespace {
@@ -117,10 +118,10 @@ Napi::Value setBufferPinningBinding(const Napi::CallbackInfo& info) {
 // Runs an entry point so that no C++ exception reaches Node as an abort: an
 // allocation failure anywhere in it (argument decoding included) becomes a
 // RangeError, anything else an Error, each naming the function.
-template <Napi::Value (*Body)(const Napi::CallbackInfo&)>
-Napi::Value guarded(const Napi::CallbackInfo& info, const char* fn) {
+template <typename Body>
+Napi::Value guarded(const Napi::CallbackInfo& info, const char* fn, const Body& body) {
   try {
-    return Body(info);
+    return body(info);
   } catch (const Napi::Error&) {
     throw;
   } catch (...) {
@@ -131,7 +132,17 @@ Napi::Value guarded(const Napi::CallbackInfo& info, const char* fn) {
 template <Napi::Value (*Body)(const Napi::CallbackInfo&)>
 void exportFunction(Napi::Env env, Napi::Object exports, const char* name) {
   exports.Set(name, Napi::Function::New(
-                        env, [name](const Napi::CallbackInfo& info) { return guarded<Body>(info, name); }, name));
+                        env, [name](const Napi::CallbackInfo& info) { return guarded(info, name, Body); }, name));
+}
+
+// An op of the table (op_table.h): its arguments, its descriptor, then an optional callback.
+template <typename Call, Call (*Unwrap)(Napi::Env, const OpArgs&, JobBuffers*)>
+void exportOp(Napi::Env env, Napi::Object exports, const char* name, size_t callbackIndex) {
+  const auto body = [name, callbackIndex](const Napi::CallbackInfo& info) {
+    return runOp<Call, Unwrap>(info, name, callbackIndex);
+  };
+  exports.Set(name, Napi::Function::New(
+                        env, [name, body](const Napi::CallbackInfo& info) { return guarded(info, name, body); }, name));
 }
 
 }  // namespace
@@ -140,16 +151,12 @@ void exportFunction(Napi::Env env, Napi::Object exports, const char* name) {
 static Napi::Object InitMhsa(Napi::Env env, Napi::Object exports) {
   using namespace mhsa;
   initAsync(env);
-  exportFunction<matmulBinding>(env, exports, "matmul");
-  exportFunction<layerNormMatmulBinding>(env, exports, "layerNormMatmul");
-  exportFunction<softmaxBinding>(env, exports, "softmax");
-  exportFunction<attentionBinding>(env, exports, "attention");
+#define MHSA_EXPORT_OP(name, Call, unwrap, argIndices) \
+  exportOp<Call, unwrap>(env, exports, #name, argIndices::kDescriptor + 1);
+  MHSA_OPS(MHSA_EXPORT_OP)
+#undef MHSA_EXPORT_OP
   exportFunction<packedSizeBinding>(env, exports, "packedSize");
   exportFunction<alignedOffsetBinding>(env, exports, "alignedOffset");
-  exportFunction<packMatrixBinding>(env, exports, "packMatrix");
-  exportFunction<layerNormBinding>(env, exports, "layerNorm");
-  exportFunction<ropeBinding>(env, exports, "rope");
-  exportFunction<cacheAppendBinding>(env, exports, "cacheAppend");
   exportFunction<sequenceBinding>(env, exports, "sequence");
   exportFunction<parseSafetensorsBinding>(env, exports, "parseSafetensors");
   exportFunction<decodeHalfBinding>(env, exports, "decodeHalf");

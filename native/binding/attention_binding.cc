@@ -1,6 +1,6 @@
 #include "args.h"
 #include "bindings.h"
-#include "stages.h"
+#include "op_table.h"
 
 namespace mhsa {
 
@@ -24,8 +24,5 @@ AttentionCall unwrapAttention(Napi::Env env, const OpArgs& args, JobBuffers* buf
   return call;
 }
 
-Napi::Value attentionBinding(const Napi::CallbackInfo& info) {
-  return runOp<AttentionCall, unwrapAttention>(info, "attention", attention_args::kDescriptor + 1);
-}
 
 }  // namespace mhsa

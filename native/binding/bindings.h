@@ -1,34 +1,21 @@
-// The native entry points, one file per op family. Tensors arrive as typed
-// arrays; shapes, flags and scalars packed in one Float64Array descriptor
-// (see lib/native.ts, which builds it). When the last argument is a function
-// the op runs asynchronously and calls it with (error | null).
+// The native entry points besides the ops' own (op_table.h). Tensors arrive as
+// typed arrays; shapes, flags and scalars packed in one Float64Array
+// descriptor (see lib/native.ts, which builds it). When the last argument is a
+// function the call runs asynchronously and calls it with (error | null).
 #pragma once
 
 #include <napi.h>
 
 namespace mhsa {
 
-// The ops' entry points. Each takes its buffers in the order of its
-// MHSA_*_ARGS list in ops/descriptor_layouts.h, then its descriptor (the
-// fields of its MHSA_*_FIELDS list), then an optional callback: with one the
-// op runs as an async job and calls it with (error | null).
-Napi::Value matmulBinding(const Napi::CallbackInfo& info);
-Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info);
-Napi::Value softmaxBinding(const Napi::CallbackInfo& info);
-Napi::Value attentionBinding(const Napi::CallbackInfo& info);
-Napi::Value layerNormBinding(const Napi::CallbackInfo& info);
-Napi::Value ropeBinding(const Napi::CallbackInfo& info);
-Napi::Value cacheAppendBinding(const Napi::CallbackInfo& info);
-Napi::Value packMatrixBinding(const Napi::CallbackInfo& info);
 // packedSize(desc) -> floats a packed [K, N] matrix takes on this CPU.
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info);
 Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info);
 
 // sequence(stages, callback?): stages is an array of [kind, ...that op's
-// arguments] (no callback), kind one of matmul, layerNormMatmul, attention,
-// layerNorm, rope and cacheAppend. Every stage is checked, then all run in
-// order as one call (one async job): a block's forward, with no return to JS
-// between its stages (stages.h).
+// arguments] (no callback), kind an op of op_table.h. Every stage is checked,
+// then all run in order as one call (one async job): a block's forward, with
+// no return to JS between its stages.
 Napi::Value sequenceBinding(const Napi::CallbackInfo& info);
 
 // parseSafetensors(bytes: Uint8Array) -> { dataStart, entries: [name, dtype, shape, begin, end][],

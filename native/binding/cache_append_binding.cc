@@ -1,6 +1,6 @@
 #include "args.h"
 #include "bindings.h"
-#include "stages.h"
+#include "op_table.h"
 
 namespace mhsa {
 
@@ -21,8 +21,5 @@ CacheAppendCall unwrapCacheAppend(Napi::Env env, const OpArgs& args, JobBuffers*
   return call;
 }
 
-Napi::Value cacheAppendBinding(const Napi::CallbackInfo& info) {
-  return runOp<CacheAppendCall, unwrapCacheAppend>(info, "cacheAppend", cache_append_args::kDescriptor + 1);
-}
 
 }  // namespace mhsa

@@ -1,6 +1,6 @@
 #include "args.h"
 #include "bindings.h"
-#include "stages.h"
+#include "op_table.h"
 
 namespace mhsa {
 
@@ -18,8 +18,5 @@ LayerNormCall unwrapLayerNorm(Napi::Env env, const OpArgs& args, JobBuffers* buf
   return call;
 }
 
-Napi::Value layerNormBinding(const Napi::CallbackInfo& info) {
-  return runOp<LayerNormCall, unwrapLayerNorm>(info, "layerNorm", layer_norm_args::kDescriptor + 1);
-}
 
 }  // namespace mhsa

@@ -1,7 +1,7 @@
 #include "args.h"
 #include "async_job.h"
 #include "bindings.h"
-#include "stages.h"
+#include "op_table.h"
 
 namespace mhsa {
 
@@ -36,13 +36,6 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* 
   return call;
 }
 
-Napi::Value matmulBinding(const Napi::CallbackInfo& info) {
-  return runOp<MatmulCall, unwrapMatmul>(info, "matmul", matmul_args::kDescriptor + 1);
-}
-
-Napi::Value layerNormMatmulBinding(const Napi::CallbackInfo& info) {
-  return runOp<MatmulCall, unwrapLayerNormMatmul>(info, "layerNormMatmul", layer_norm_matmul_args::kDescriptor + 1);
-}
 
 Napi::Value packedSizeBinding(const Napi::CallbackInfo& info) {
   int64_t floats = 0;
@@ -65,15 +58,16 @@ Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(bytes / view.arg.elementBytes()));
 }
 
-Napi::Value packMatrixBinding(const Napi::CallbackInfo& info) {
+PackCall unwrapPackMatrix(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "packMatrix";
   using I = pack_matrix_args::Index;
-  JsBuffer b = floatOrBf16Arg(info[I::b], fn, "b");
-  JsBuffer out = floatOrBf16Arg(info[I::out], fn, "out");
+  JsBuffer b = floatOrBf16Arg(args[I::b], fn, "b");
+  JsBuffer out = floatOrBf16Arg(args[I::out], fn, "out");
   PackCall call;
-  throwIfError(info.Env(), preparePackMatrix(descriptorArg(info[I::kDescriptor], fn), b.arg, out.arg, &call));
-  runOrSubmit(fn, info, I::kDescriptor + 1, JobBuffers{{b.value}, {out.value}}, [call] { runCall(call); });
-  return info.Env().Undefined();
+  throwIfError(env, preparePackMatrix(descriptorArg(args[I::kDescriptor], fn), b.arg, out.arg, &call));
+  buffers->read.push_back(b.value);
+  buffers->written.push_back(out.value);
+  return call;
 }
 
 }  // namespace mhsa

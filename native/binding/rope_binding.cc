@@ -1,6 +1,6 @@
 #include "args.h"
 #include "bindings.h"
-#include "stages.h"
+#include "op_table.h"
 
 namespace mhsa {
 
@@ -17,6 +17,5 @@ RopeCall unwrapRope(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   return call;
 }
 
-Napi::Value ropeBinding(const Napi::CallbackInfo& info) { return runOp<RopeCall, unwrapRope>(info, "rope", rope_args::kDescriptor + 1); }
 
 }  // namespace mhsa

@@ -1,11 +1,11 @@
+#include <functional>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "args.h"
 #include "async_job.h"
 #include "bindings.h"
-#include "stages.h"
+#include "op_table.h"
 
 namespace mhsa {
 namespace {
@@ -15,7 +15,8 @@ namespace {
 // encoder form, the weights' head average).
 constexpr uint32_t kMaxStages = 8;
 
-using StageCall = std::variant<MatmulCall, AttentionCall, LayerNormCall, RopeCall, CacheAppendCall>;
+// A checked stage, ready to run.
+using StageCall = std::function<void()>;
 
 // The most arguments any stage's op takes: attention's buffers and its descriptor.
 constexpr uint32_t kMaxStageArgs = attention_args::kDescriptor + 1;
@@ -40,15 +41,14 @@ StageValues readStage(Napi::Env env, const Napi::Value& value, uint32_t index) {
 
 StageCall unwrapStage(Napi::Env env, const StageValues& stage, uint32_t index, JobBuffers* buffers) {
   const OpArgs args(stage.args);
-  if (stage.kind == "matmul") return unwrapMatmul(env, args, buffers);
-  if (stage.kind == "layerNormMatmul") return unwrapLayerNormMatmul(env, args, buffers);
-  if (stage.kind == "attention") return unwrapAttention(env, args, buffers);
-  if (stage.kind == "layerNorm") return unwrapLayerNorm(env, args, buffers);
-  if (stage.kind == "rope") return unwrapRope(env, args, buffers);
-  if (stage.kind == "cacheAppend") return unwrapCacheAppend(env, args, buffers);
-  throw Napi::RangeError::New(env, "sequence: stage " + std::to_string(index) +
-                                       ": kind must be matmul, layerNormMatmul, attention, layerNorm, rope or "
-                                       "cacheAppend, received '" + stage.kind + "'");
+#define MHSA_UNWRAP_STAGE(name, Call, unwrap, argIndices) \
+  if (stage.kind == #name) return [call = unwrap(env, args, buffers)] { runCall(call); };
+  MHSA_OPS(MHSA_UNWRAP_STAGE)
+#undef MHSA_UNWRAP_STAGE
+#define MHSA_KIND_NAME(name, Call, unwrap, argIndices) " " #name
+  throw Napi::RangeError::New(env, "sequence: stage " + std::to_string(index) + ": kind must be one of" +
+                                       MHSA_OPS(MHSA_KIND_NAME) + ", received '" + stage.kind + "'");
+#undef MHSA_KIND_NAME
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ Napi::Value sequenceBinding(const Napi::CallbackInfo& info) {
   calls.reserve(count);
   for (uint32_t i = 0; i < count; ++i) calls.push_back(unwrapStage(env, values[i], i, &buffers));
   runOrSubmit("sequence", info, 1, buffers, [calls] {
-    for (const StageCall& call : calls) std::visit([](const auto& c) { runCall(c); }, call);
+    for (const StageCall& call : calls) call();
   });
   return env.Undefined();
 }

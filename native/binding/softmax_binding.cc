@@ -1,18 +1,18 @@
 #include "args.h"
-#include "async_job.h"
-#include "bindings.h"
+#include "op_table.h"
 
 namespace mhsa {
 
-Napi::Value softmaxBinding(const Napi::CallbackInfo& info) {
+SoftmaxCall unwrapSoftmax(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "softmax";
   using I = softmax_args::Index;
-  JsBuffer x = floatArg(info[I::x], fn, "x");
-  JsBuffer out = floatArg(info[I::out], fn, "out");
+  JsBuffer x = floatArg(args[I::x], fn, "x");
+  JsBuffer out = floatArg(args[I::out], fn, "out");
   SoftmaxCall call;
-  throwIfError(info.Env(), prepareSoftmax(descriptorArg(info[I::kDescriptor], fn), x.arg, out.arg, &call));
-  runOrSubmit(fn, info, I::kDescriptor + 1, JobBuffers{{x.value}, {out.value}}, [call] { runCall(call); });
-  return info.Env().Undefined();
+  throwIfError(env, prepareSoftmax(descriptorArg(args[I::kDescriptor], fn), x.arg, out.arg, &call));
+  buffers->read.push_back(x.value);
+  buffers->written.push_back(out.value);
+  return call;
 }
 
 }  // namespace mhsa

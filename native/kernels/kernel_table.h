@@ -166,7 +166,7 @@ const KernelTable& kernels();
 
 // Per-ISA tables, each defined in its own translation unit compiled with that
 // ISA's flags (only the x86 ones exist on x86 builds).
-const KernelTable& genericKernels();
+const KernelTable& portableKernels();
 const KernelTable& avx2Kernels();
 const KernelTable& avx512Kernels();
 

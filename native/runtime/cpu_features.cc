@@ -30,7 +30,7 @@ Isa detectCpuIsa() {
 #endif
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kAvx2Runs;
 #endif
-  return Isa::Generic;
+  return Isa::Portable;
 }
 
 Isa requestedIsa() {
@@ -46,8 +46,8 @@ bool isaFromName(const char* name, Isa* isa) {
     *isa = Isa::Avx512;
   } else if (std::strcmp(name, "avx2") == 0) {
     *isa = Isa::Avx2;
-  } else if (std::strcmp(name, "scalar") == 0 || std::strcmp(name, "generic") == 0) {
-    *isa = Isa::Generic;
+  } else if (std::strcmp(name, "portable") == 0) {
+    *isa = Isa::Portable;
   } else {
     return false;
   }
@@ -128,7 +128,7 @@ const char* isaName(Isa isa) {
 #if defined(__aarch64__)
   return "neon";
 #else
-  return "scalar";
+  return "portable";
 #endif
 }
 

@@ -3,16 +3,16 @@
 
 namespace mhsa {
 
-enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2 };
+enum class Isa { Portable = 0, Avx2 = 1, Avx512 = 2 };
 
 // The best ISA both compiled in and supported by the CPU, lowered by the
-// MHSA_ISA environment variable (avx512 | avx2 | scalar) so tests can force
+// MHSA_ISA environment variable (avx512 | avx2 | portable) so tests can force
 // each path on one machine. MHSA_ISA never raises the level above what the CPU has.
 Isa selectedIsa();
 
 const char* isaName(Isa isa);
 
-// The ISA an MHSA_ISA value names (avx512, avx2, scalar or generic); false
+// The ISA an MHSA_ISA value names (avx512, avx2 or portable); false
 // for any other text, which selectedIsa() reads as no limit.
 bool isaFromName(const char* name, Isa* isa);
 

@@ -11,7 +11,7 @@ const KernelTable& kernels() {
       case Isa::Avx512: return avx512Kernels();
       case Isa::Avx2: return avx2Kernels();
 #endif
-      default: return genericKernels();
+      default: return portableKernels();
     }
   }();
   return table;

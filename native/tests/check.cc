@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   if (const char* wanted = std::getenv("MHSA_ISA"); wanted != nullptr && *wanted != '\0') {
     mhsa::Isa asked;
     if (!mhsa::isaFromName(wanted, &asked)) {
-      std::fprintf(stderr, "mhsa native tests: MHSA_ISA=%s is not one of avx512, avx2, scalar\n", wanted);
+      std::fprintf(stderr, "mhsa native tests: MHSA_ISA=%s is not one of avx512, avx2, portable\n", wanted);
       return EXIT_FAILURE;
     }
     if (asked != mhsa::selectedIsa()) {

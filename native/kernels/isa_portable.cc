@@ -31,13 +31,13 @@
 #define MHSA_MR 4
 #define MHSA_NR 8
 #else
-#define MHSA_KERNEL_TABLE_NAME "scalar"
+#define MHSA_KERNEL_TABLE_NAME "portable"
 #endif
 
 namespace mhsa {
-namespace generic {
+namespace portable {
 #include "portable_kernels.inc"
-}  // namespace generic
+}  // namespace portable
 
-const KernelTable& genericKernels() { return generic::kTable; }
+const KernelTable& portableKernels() { return portable::kTable; }
 }  // namespace mhsa
