@@ -265,8 +265,8 @@ export class MultiHeadSelfAttention {
   }
 
   /**
-   * Bytes held by idle workspaces: at most two, each sized for the largest
-   * input seen. {@link releaseWorkspaces} frees them.
+   * Bytes held by idle workspaces: at most two per form (encoder and decoder),
+   * each sized for the largest input seen. {@link releaseWorkspaces} frees them.
    */
   get workspaceBytes(): number {
     return [...this.pool, ...this.decoderPool].reduce((sum, ws) => sum + ws.buffer.byteLength, 0);
