@@ -85,6 +85,15 @@ async function everyOp(): Promise<void> {
   block(true).forward(x);
   block(false).forward(x, { causal: true });
   await block(true).forwardAsync(x);
+  // The decoder form: rope on a strided view and the cache append as stages.
+  const decoder = new MultiHeadSelfAttention({
+    dim: 8, heads: 2, kvHeads: 1, dimHead: 4,
+    weights: { qkvWeight: tensor([16, 8]), outWeight: tensor([8, 8]) },
+    norm: { type: 'rms', weight: tensor([8]) }, rope: {},
+  });
+  const kv = new KVCache({ batch: 2, kvHeads: 1, headDim: 4, maxLength: 8 });
+  decoder.forward(x, { cache: kv, causal: true });
+  await decoder.forwardAsync(tensor([2, 1, 8]), { cache: kv, causal: true });
 }
 
 function expectLayout(d: RecordedDescriptor): void {
@@ -113,13 +122,42 @@ test('every descriptor lib/ builds has its op\'s fields, in order, by name and k
   for (const d of seen) expectLayout(d);
 });
 
-test('the calls above reach every op, and attention both with and without its optional strides', async () => {
+test('the calls above reach every op, and attention and rope both with and without their optional strides', async () => {
   const seen = await record(everyOp);
   expect(new Set(seen.map((d) => d.op))).toEqual(new Set(Object.keys(layouts)));
-  const attentionLengths = new Set(seen.filter((d) => d.op === 'attention').map((d) => d.fields.length));
-  const { fields, optional } = layouts.attention;
-  expect(optional.length).toBeGreaterThan(0);
-  expect(attentionLengths).toEqual(new Set([fields.length, fields.length + optional.length]));
+  for (const op of ['attention', 'rope'] as const) {
+    const lengths = new Set(seen.filter((d) => d.op === op).map((d) => d.fields.length));
+    const { fields, optional } = layouts[op];
+    expect(optional.length).toBeGreaterThan(0);
+    expect({ op, lengths }).toEqual({ op, lengths: new Set([fields.length, fields.length + optional.length]) });
+  }
+});
+
+test("every native call lib/ makes passes its op's buffers in the addon's order, then the descriptor", async () => {
+  const calls: Array<[string, unknown[]]> = [];
+  const addon = native as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const ops = Object.keys(layouts).filter((op) => op !== 'packedSize');
+  const saved = new Map(['sequence', ...ops].map((name) => [name, addon[name]]));
+  for (const op of ops) addon[op] = (...args: unknown[]) => (calls.push([op, args]), saved.get(op)!(...args));
+  addon.sequence = (stages: unknown, ...rest: unknown[]) => {
+    for (const [kind, ...args] of stages as unknown[][]) calls.push([kind as string, args]);
+    return saved.get('sequence')!(stages, ...rest);
+  };
+  try {
+    await everyOp();
+  } finally {
+    for (const [name, fn] of saved) addon[name] = fn;
+  }
+  expect(new Set(calls.map(([op]) => op))).toEqual(new Set(ops));
+  const isFloat64 = (x: unknown) => Object.prototype.toString.call(x) === '[object Float64Array]';
+  for (const [op, args] of calls) {
+    const buffers = layouts[op as DescriptorOp].args;
+    // The buffers (typed arrays, or null for one left out), the descriptor, then at most a callback.
+    const shape = args.map((a) => (isFloat64(a) ? 'descriptor' : a === null || ArrayBuffer.isView(a) ? 'buffer' : typeof a));
+    const want = [...buffers.map(() => 'buffer'), 'descriptor'];
+    expect({ op, shape: shape.slice(0, want.length) }).toEqual({ op, shape: want });
+    expect(shape.slice(want.length).every((t) => t === 'function')).toBe(true);
+  }
 });
 
 test('a descriptor out of order is caught', () => {

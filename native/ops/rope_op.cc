@@ -50,8 +50,9 @@ Status prepareRope(const Descriptor& desc, const BufferArg& x, const BufferArg& 
   if (f.layout != 0 && f.layout != 1) return Status::rangeError("rope: layout code must be 0 (bhsd) or 1 (bshd)");
   if (f.x.size() != 4) return Status::rangeError("rope: x must be 4-D, received " + shapeToString(f.x));
   if (f.out != f.x) return Status::rangeError("rope: out.shape must equal x.shape " + shapeToString(f.x));
-  // Strides of axes 0-2 in the shape's order; dense unless given.
-  int64_t strides[3] = {f.x[1] * f.x[2] * f.x[3], f.x[2] * f.x[3], f.x[3]};
+  // Strides of axes 0-2 in the shape's order; dense unless given. Saturating: a
+  // shape with no elements may have huge other dims, and never addresses memory.
+  int64_t strides[3] = {mulSat(mulSat(f.x[1], f.x[2]), f.x[3]), mulSat(f.x[2], f.x[3]), f.x[3]};
   if (hasStrides) {
     MHSA_RETURN_IF_ERROR(readStrides(x, out, f.x, {strideFields.s0, strideFields.s1, strideFields.s2}, strides));
   } else {
