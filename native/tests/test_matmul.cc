@@ -1,7 +1,9 @@
 // matmul and packMatrix through the same prepare/run calls the binding uses,
 // against a float64 reference, on poisoned outputs.
+#include <cstring>
 #include <string>
 
+#include "../kernels/gemm.h"
 #include "../runtime/thread_pool.h"
 #include "check.h"
 #include "support.h"
@@ -202,4 +204,58 @@ TEST(matmul_column_blocks_all_taken_by_one_thread) {
     runCase({197, 1000, 768, false, true, 1, 0, false, true, 0, 0}, rng);    // prepacked, blocks fetched ahead
     runCase({197, 300, 1100, false, false, 0.5f, 1, true, false, 0, 0}, rng);  // several depth blocks
   });
+}
+
+TEST(few_rows_against_packed_b_keep_the_bits) {
+  // One or two rows against a prepacked B (a decode step's projections) give
+  // the bits the same rows get inside a 13-row product, whatever path or tile
+  // height each takes: across depth blocks (k 1100 > 1024 steps by 384), edge
+  // slivers, alpha, a bias, accumulating into out, a transposed A, and A
+  // LayerNorm'd as it is packed.
+  std::mt19937_64 rng(testSeed() + 53);
+  for (int64_t k : {1, 17, 385, 1100})
+    for (int64_t n : {1, 33, 65}) {
+      const auto a = randomFloats(rng, static_cast<size_t>(13 * k));
+      const auto b = randomFloats(rng, static_cast<size_t>(k * n));
+      const auto bias = randomFloats(rng, static_cast<size_t>(n));
+      const auto start = randomFloats(rng, static_cast<size_t>(13 * n));
+      const auto weight = randomFloats(rng, static_cast<size_t>(k), 0.5f, 1.5f);
+      const auto shift = randomFloats(rng, static_cast<size_t>(k));
+      std::vector<float> at(a.size());  // A transposed: [k, 13]
+      for (int64_t i = 0; i < 13; ++i)
+        for (int64_t p = 0; p < k; ++p) at[p * 13 + i] = a[i * k + p];
+      std::vector<float> packed(static_cast<size_t>(packedBSize(k, n)));
+      packWholeB(StridedMatrix{b.data(), n, 1}, k, n, packed.data());
+      const RowLayerNorm norm{weight.data(), shift.data(), 1e-5f};
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool accumulate = variant == 1, transposed = variant == 2, normalized = variant == 3;
+        if (normalized && k > kGemmMaxLayerNormK) continue;
+        auto product = [&](int64_t m, int64_t row0) {
+          std::vector<float> out(start.begin() + row0 * n, start.begin() + (row0 + m) * n);
+          GemmProblem p{};
+          p.m = m;
+          p.n = n;
+          p.k = k;
+          p.alpha = 0.37f;
+          p.a = transposed ? StridedMatrix{at.data() + row0, 1, 13} : StridedMatrix{a.data() + row0 * k, k, 1};
+          p.out = out.data();
+          p.outRowStride = n;
+          p.outColStride = 1;
+          p.accumulate = accumulate;
+          p.packedB = packed.data();
+          p.bias = accumulate ? nullptr : bias.data();
+          p.aLayerNorm = normalized ? &norm : nullptr;
+          gemmParallel(p);
+          return out;
+        };
+        const auto all = product(13, 0);
+        for (int64_t m : {1, 2}) {
+          const int64_t row0 = 13 - m;  // the last rows: an edge tile of the 13-row product
+          const auto rows = product(m, row0);
+          const bool same = std::memcmp(rows.data(), all.data() + row0 * n, rows.size() * sizeof(float)) == 0;
+          CHECK_MSG(same, "m " + std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n) +
+                              " variant " + std::to_string(variant) + " seed " + std::to_string(testSeed()));
+        }
+      }
+    }
 }
