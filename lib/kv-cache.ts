@@ -124,8 +124,8 @@ export function advance(cache: KVCache<KVCacheDtype>, counts: Int32Array): void 
   for (let b = 0; b < cache.batch; b++) lengths[b] += counts[b];
 }
 
-/** The cache's storage, for a block's decoder stages: both caches' arrays, whole. */
-export function cacheStorage(cache: KVCache<KVCacheDtype>): { keys: Float32Array | Uint16Array; values: Float32Array | Uint16Array } {
+/** The cache's storage, for a block's decoder stages: its keys' and values' arrays, whole, and its lengths. */
+export function cacheStorage(cache: KVCache<KVCacheDtype>): { keys: Float32Array | Uint16Array; values: Float32Array | Uint16Array; lengths: Int32Array } {
   return storageOf(cache);
 }
 

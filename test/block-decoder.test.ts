@@ -5,9 +5,14 @@
  * sequence at once; fromTorch reads LLaMA's narrower k_proj/v_proj; bad input
  * leaves the cache as it was.
  */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { KVCache, MultiHeadSelfAttention, tensor, type Tensor } from '../lib';
 import type { MultiHeadSelfAttentionConfig } from '../lib/block/types';
 import { expectBitEqual, expectClose, pickSeed, randomFloat32, rngFor, type Rng } from './helpers/random';
+import { ensureCompiled } from './helpers/compiled';
 import type { DecoderLayer as Layer } from './helpers/decoder-layer';
 import { refAttention } from './helpers/reference';
 
@@ -249,6 +254,41 @@ describe(`MultiHeadSelfAttention as a decoder layer (seed ${SEED})`, () => {
     expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), kvHeads: 3 })).toThrow(/config\.heads = 4 must be a multiple of config\.kvHeads, received 3/);
     expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), rope: { rotaryDim: 18 } })).toThrow(/config\.rope\.rotaryDim must be even and at most dimHead = 16, received 18/);
     expect(() => new MultiHeadSelfAttention({ ...config(LLAMA, makeParams(rng, LLAMA)), rope: { theta: 0 } })).toThrow(/config\.rope\.theta must be above 0, received 0/);
+  });
+
+  test('an idle block keeps no cache alive: a cache dropped after its steps is collected (sync and async)', () => {
+    // The compiled package in a child with --expose-gc; it writes its findings to a file (Windows'
+    // node.exe under wine cannot write to a pipe).
+    ensureCompiled();
+    const script = `
+      const m = require(process.argv[1]);
+      const T = (n, shape) => m.tensor(Float32Array.from({ length: n }, (_, i) => Math.sin(i) * 0.1), shape);
+      const block = new m.MultiHeadSelfAttention({ dim: 8, heads: 2, kvHeads: 1, dimHead: 4,
+        weights: { qkvWeight: T(128, [16, 8]), outWeight: T(64, [8, 8]) }, norm: { type: 'rms', weight: T(8, [8]) }, rope: {} });
+      const collected = async (step) => {
+        let cache = new m.KVCache({ batch: 1, kvHeads: 1, headDim: 4, maxLength: 8 });
+        const ref = new WeakRef(cache);
+        await step(cache);
+        await step(cache);
+        cache = undefined;
+        for (let i = 0; i < 10 && ref.deref() !== undefined; i++) { await new Promise((r) => setTimeout(r, 1)); gc(); }
+        return ref.deref() === undefined;
+      };
+      (async () => {
+        const sync = await collected((cache) => block.forward(T(8, [1, 1, 8]), { cache, causal: true }));
+        const async = await collected((cache) => block.forwardAsync(T(8, [1, 1, 8]), { cache, causal: true }));
+        require('node:fs').writeFileSync(process.argv[2], JSON.stringify({ sync, async }));
+      })();
+    `;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mhsa-cache-gc-'));
+    const file = path.join(dir, 'result.json');
+    try {
+      const r = spawnSync(process.execPath, ['--expose-gc', '-e', script, path.resolve(__dirname, '..'), file], { encoding: 'utf8', timeout: 120000 });
+      expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual({ sync: true, async: true });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('forwardAsync with out transferred away before it finishes: the same error in both forms, and the cache as it was', async () => {

@@ -149,7 +149,8 @@ type Slot = readonly [stage: number, arg: number];
 /** A decoder call's stages, kept by its workspace for the next call of the same shapes and options. */
 export interface DecoderPlan {
   key: string;
-  cache?: KVCache<KVCacheDtype>;
+  /** The cache the stages were made for (cacheId), or 0; the stages hold none of its arrays between calls. */
+  cacheId: number;
   /** native.sequence's argument, descriptors owned. */
   stages: unknown[][];
   /** Refreshed each call: rope's positions [batch·tokens], the counts appended, the key lengths of a ragged cache. */
@@ -162,6 +163,19 @@ export interface DecoderPlan {
   pad?: Slot;
   /** The attention stage, its keys and values arguments and where their seq dims sit in its descriptor. */
   attention?: { stage: number; keys: number; values: number; kSeq: number; vSeq: number };
+  /** The cache append stage and its storage and starts arguments. */
+  append?: { stage: number; keys: number; values: number; starts: number };
+}
+
+const cacheIds = new WeakMap<KVCache<KVCacheDtype>, number>();
+let lastCacheId = 0;
+
+/** A number naming one cache (not the cache: a kept plan must not keep it alive). */
+function cacheId(cache: KVCache<KVCacheDtype> | undefined): number {
+  if (!cache) return 0;
+  let id = cacheIds.get(cache);
+  if (id === undefined) cacheIds.set(cache, (id = ++lastCacheId));
+  return id;
 }
 
 /** What a kept plan depends on besides the caller's buffers and the cache's lengths. */
@@ -198,8 +212,8 @@ function refresh(plan: DecoderPlan, c: DecoderCall): void {
   put(plan.out, c.out.data);
   put(plan.mask, c.mask?.data);
   put(plan.pad, c.pad);
-  const a = plan.attention;
-  if (a && c.cache) {
+  const a = plan.attention, app = plan.append;
+  if (a && app && c.cache) {
     const storage = cacheStorage(c.cache);
     const stage = plan.stages[a.stage];
     stage[1 + a.keys] = cacheView(c.cache, storage.keys, c.keys).data;
@@ -207,13 +221,23 @@ function refresh(plan: DecoderPlan, c: DecoderCall): void {
     const desc = stage[stage.length - 1] as Float64Array;
     desc[a.kSeq] = c.keys;
     desc[a.vSeq] = c.keys;
+    const append = plan.stages[app.stage];
+    append[1 + app.keys] = storage.keys;
+    append[1 + app.values] = storage.values;
+    append[1 + app.starts] = storage.lengths;
   }
 }
 
-/** Empties a kept plan's caller slots once its call is over (x may view a whole dataset). */
+/**
+ * Empties a kept plan's slots for the caller's arrays once its call is over:
+ * x may view a whole dataset, and a cache may be large and done with.
+ */
 export function dropDecoderBuffers(plan: DecoderPlan | undefined): void {
   if (!plan) return;
-  for (const slot of [plan.x, plan.out, plan.mask, plan.pad]) if (slot) plan.stages[slot[0]][1 + slot[1]] = null;
+  const slots: Array<Slot | undefined> = [plan.x, plan.out, plan.mask, plan.pad];
+  if (plan.attention) slots.push([plan.attention.stage, plan.attention.keys], [plan.attention.stage, plan.attention.values]);
+  if (plan.append) slots.push([plan.append.stage, plan.append.keys], [plan.append.stage, plan.append.values], [plan.append.stage, plan.append.starts]);
+  for (const slot of slots) if (slot) plan.stages[slot[0]][1 + slot[1]] = null;
 }
 
 /** New checked stages for call c over workspace ws, and the plan that keeps them. */
@@ -275,7 +299,7 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
   const owned = ownDescriptors(sequenceArgs(stages));
   const plan: DecoderPlan = {
     key: planKey(c),
-    cache: c.cache,
+    cacheId: cacheId(c.cache),
     stages: owned,
     positions,
     counts,
@@ -287,6 +311,12 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
   };
   if (keyLengths) owned[att][1 + argIndex('attention', 'keyLengths')] = keyLengths;
   if (c.cache) {
+    plan.append = {
+      stage: att - 1,
+      keys: argIndex('cacheAppend', 'keys'),
+      values: argIndex('cacheAppend', 'values'),
+      starts: argIndex('cacheAppend', 'starts'),
+    };
     const desc = owned[att][owned[att].length - 1] as Float64Array;
     // The seq dim of 'bshd' [batch, seq, kvHeads, dim]: after the rank and the batch.
     plan.attention = {
@@ -303,7 +333,7 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
 /** The stages of call c: the workspace's kept plan refreshed, or a new one (kept once the call is under way). */
 function stagesFor(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<DecoderPlan>): { plan: DecoderPlan; kept: boolean } {
   const kept = ws.plan;
-  const plan = kept && kept.cache === c.cache && kept.key === planKey(c) ? kept : newPlan(fn, w, c, ws);
+  const plan = kept && kept.cacheId === cacheId(c.cache) && kept.key === planKey(c) ? kept : newPlan(fn, w, c, ws);
   refresh(plan, c);
   return { plan, kept: plan === kept };
 }
