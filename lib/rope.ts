@@ -34,6 +34,10 @@ export interface RopeOptions {
 
 const KNOWN = ['positions', 'offset', 'theta', 'rotaryDim', 'interleaved', 'layout', 'heads', 'out'] as const;
 const LAYOUT_CODE = { bhsd: 0, bshd: 1 } as const;
+/** The optional strides of a rope descriptor (native/ops/descriptor_layouts.h). */
+const STRIDE_FIELDS = ['x.strides[0]', 'x.strides[1]', 'x.strides[2]'] as const;
+/** RoFormer's and LLaMA's base, when none is given. */
+const DEFAULT_THETA = 10000;
 
 function prepareRope(fn: string, x: TensorLike, options?: RopeOptions) {
   const opts = checkOptions<RopeOptions>(fn, options, KNOWN);
@@ -62,7 +66,7 @@ function prepareRope(fn: string, x: TensorLike, options?: RopeOptions) {
   if (rotaryDim % 2 !== 0 || rotaryDim > headDim) {
     throw rangeError(fn, `options.rotaryDim must be even and at most headDim = ${headDim}, received ${rotaryDim}`);
   }
-  const theta = optFiniteNumber(fn, 'options.theta', opts.theta) ?? 10000;
+  const theta = optFiniteNumber(fn, 'options.theta', opts.theta) ?? DEFAULT_THETA;
   if (!(theta > 0)) throw rangeError(fn, `options.theta must be above 0, received ${theta}`);
   const interleaved = optBoolean(fn, 'options.interleaved', opts.interleaved, false);
   const positions = checkPositions(fn, opts.positions, batch, seq);
@@ -134,15 +138,13 @@ export function ropeInPlaceStage(
   const strides = view.strides.slice(0, 3);
   const args = (stage?: number): unknown[] => {
     const d = new Descriptor('rope', stage).number('layout', LAYOUT_CODE.bshd).shape('x.shape', shape).shape('out.shape', shape)
-      .number('rotaryDim', settings.rotaryDim ?? shape[3]).number('theta', settings.theta ?? 10000)
+      .number('rotaryDim', settings.rotaryDim ?? shape[3]).number('theta', settings.theta ?? DEFAULT_THETA)
       .flag('interleaved', settings.interleaved ?? false).number('offset', 0).shape('positions.shape', [shape[0], shape[1]]);
     STRIDE_FIELDS.forEach((name, i) => d.number(name, strides[i]));
     return [view.data, view.data, positions, d.done()];
   };
   return { kind: 'rope', args };
 }
-
-const STRIDE_FIELDS = ['x.strides[0]', 'x.strides[1]', 'x.strides[2]'] as const;
 
 /** {@link rope} computed off the JS thread; invalid arguments reject the promise. */
 export function ropeAsync(x: TensorLike, options?: RopeOptions): Promise<Tensor> {

@@ -19,7 +19,7 @@
  */
 import { attentionStage, type AttentionOptions } from '../attention';
 import { broadcastsTo } from '../broadcast';
-import { detachedError, formatShape, rangeError, typeError } from '../errors';
+import { formatShape, rangeError, typeError } from '../errors';
 import { advance, cacheAppendArgs, cacheStorage, KVCache, type KVCacheDtype } from '../kv-cache';
 import { layerNormStage } from '../layernorm';
 import { matmulStage } from '../matmul';
@@ -31,7 +31,6 @@ import {
   checkLengthList,
   checkNoAlias,
   checkTensor,
-  isDetached,
   resultTensor,
   type Bf16StridedTensor,
   type CheckedTensor,
@@ -42,7 +41,7 @@ import {
 } from '../tensor';
 import { checkOptions, optBoolean } from '../validate';
 import type { BlockWeights } from './config';
-import { checkBlockInput } from './forward-args';
+import { callerBuffersOf, checkBlockInput, checkInPlaceWeights, detachedBeforeFinished } from './forward-args';
 import { acquireWorkspace, ownDescriptors, releaseWorkspace, type Workspace } from './plan';
 import type { MultiHeadSelfAttentionForwardOptions } from './types';
 
@@ -129,12 +128,8 @@ function checkCall(fn: string, w: BlockWeights, x: TensorLike, options: MultiHea
     checkNoAlias(fn, 'options.out', out.data, "the cache's keys", storage.keys);
     checkNoAlias(fn, 'options.out', out.data, "the cache's values", storage.values);
   }
-  for (const [name, data] of w.inPlaceWeights) {
-    if (isDetached(data)) throw detachedError(fn, name);
-  }
-  const callerBuffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
-  if (mask) callerBuffers.push(['options.mask', mask.data]);
-  if (pad) callerBuffers.push(['options.keyPaddingMask', pad]);
+  checkInPlaceWeights(fn, w);
+  const callerBuffers = callerBuffersOf(tx.data, out.data, mask?.data, pad);
   return { x: { data: tx.data, shape: [batch, tokens, w.dim] }, batch, tokens, out, cache, lengths, causal, mask, pad, before, after, keys, callerBuffers };
 }
 
@@ -274,10 +269,11 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
   const rope = w.decoderSettings.rope;
   if (rope) stages.push(ropeInPlaceStage(part(0, w.heads + w.kvHeads), positions, rope));
   let keys: StridedTensor | Bf16StridedTensor = k, values: StridedTensor | Bf16StridedTensor = v;
+  let appendStage = -1;
   if (c.cache) {
     const cache = c.cache, storage = cacheStorage(cache);
     const source = (t: StridedTensor) => ({ data: t.data, strides: [t.strides[0], t.strides[1], t.strides[2]] as const });
-    stages.push({ kind: 'cacheAppend', args: (stage) => cacheAppendArgs(cache, source(k), source(v), tokens, counts, stage) });
+    appendStage = stages.push({ kind: 'cacheAppend', args: (stage) => cacheAppendArgs(cache, source(k), source(v), tokens, counts, stage) }) - 1;
     keys = cacheView(cache, storage.keys, c.keys);
     values = cacheView(cache, storage.values, c.keys);
   }
@@ -312,7 +308,7 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
   if (keyLengths) owned[att][1 + argIndex('attention', 'keyLengths')] = keyLengths;
   if (c.cache) {
     plan.append = {
-      stage: att - 1,
+      stage: appendStage,
       keys: argIndex('cacheAppend', 'keys'),
       values: argIndex('cacheAppend', 'values'),
       starts: argIndex('cacheAppend', 'starts'),
@@ -330,12 +326,12 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
   return plan;
 }
 
-/** The stages of call c: the workspace's kept plan refreshed, or a new one (kept once the call is under way). */
-function stagesFor(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<DecoderPlan>): { plan: DecoderPlan; kept: boolean } {
+/** The stages of call c: the workspace's kept plan refreshed, or a new one (the caller keeps it once the call is under way). */
+function stagesFor(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<DecoderPlan>): DecoderPlan {
   const kept = ws.plan;
   const plan = kept && kept.cacheId === cacheId(c.cache) && kept.key === planKey(c) ? kept : newPlan(fn, w, c, ws);
   refresh(plan, c);
-  return { plan, kept: plan === kept };
+  return plan;
 }
 
 /** The decoder form of forward. */
@@ -349,7 +345,7 @@ export function decoderForward(
   const c = checkCall(fn, w, x, options);
   const ws = acquireWorkspace(pool, w, c.batch * c.tokens, decoderRowFloats(w)) as Workspace<DecoderPlan>;
   try {
-    const { plan } = stagesFor(fn, w, c, ws);
+    const plan = stagesFor(fn, w, c, ws);
     native.sequence(plan.stages);
     if (c.cache) advance(c.cache, plan.counts);
     ws.plan = plan;
@@ -362,8 +358,7 @@ export function decoderForward(
 
 /** Whether the cache's lengths are still `lengths`. */
 function holds(cache: KVCache<KVCacheDtype>, lengths: Int32Array): boolean {
-  const now = cache.lengths;
-  return now.every((n, b) => n === lengths[b]);
+  return cacheStorage(cache).lengths.every((n, b) => n === lengths[b]);
 }
 
 /**
@@ -394,7 +389,7 @@ export async function decoderForwardAsync(
         fn,
         args: () => {
           if (c.cache && !holds(c.cache, c.before)) c = checkCall(fn, w, x, options);
-          plan = stagesFor(fn, w, c, ws).plan;
+          plan = stagesFor(fn, w, c, ws);
           return [plan.stages];
         },
         result: c.out.result,
@@ -411,18 +406,11 @@ export async function decoderForwardAsync(
   } catch (e) {
     // A job that ran but failed (a buffer detached while it ran): the cache goes back to where it
     // was, unless a later call has appended since.
-    if (started && c.cache && holds(c.cache, c.after)) cacheStorageRollback(c.cache, c.before);
-    const lost = buffers.find(([, view]) => isDetached(view));
-    if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
-    throw e;
+    if (started && c.cache && holds(c.cache, c.after)) cacheStorage(c.cache).lengths.set(c.before);
+    throw detachedBeforeFinished(fn, buffers) ?? e;
   } finally {
     dropDecoderBuffers(ws.plan);
     releaseWorkspace(pool, ws);
   }
 }
 
-/** Sets a cache's lengths back to `lengths`. */
-function cacheStorageRollback(cache: KVCache<KVCacheDtype>, lengths: Int32Array): void {
-  const now = cache.lengths;
-  advance(cache, now.map((n, b) => lengths[b] - n));
-}

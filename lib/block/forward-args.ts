@@ -41,6 +41,33 @@ export function checkBlockInput(fn: string, w: BlockWeights, x: TensorLike) {
   return { tx, twoD, batch: twoD ? 1 : tx.shape[0], tokens: tx.shape[rank - 2] };
 }
 
+/**
+ * One of the caller's weight arrays the block reads in place, transferred away since the
+ * constructor: named here, not by the stage that meets it.
+ */
+export function checkInPlaceWeights(fn: string, w: BlockWeights): void {
+  for (const [name, data] of w.inPlaceWeights) {
+    if (isDetached(data)) throw detachedError(fn, name);
+  }
+}
+
+/** A forward call's own buffers by the names its errors use: x, options.out (written), the masks. */
+export function callerBuffersOf(x: Float32Array, out: Float32Array, mask?: Float32Array, pad?: Uint8Array): NamedBuffer[] {
+  const buffers: NamedBuffer[] = [['x', x], ['options.out', out, true]];
+  if (mask) buffers.push(['options.mask', mask]);
+  if (pad) buffers.push(['options.keyPaddingMask', pad]);
+  return buffers;
+}
+
+/**
+ * The error of a forwardAsync that failed with one of these buffers detached before it finished
+ * (an inner op would name its own argument, "a" or "options.c.data"): the caller's name for it.
+ */
+export function detachedBeforeFinished(fn: string, buffers: readonly NamedBuffer[]): TypeError | undefined {
+  const lost = buffers.find(([, view]) => isDetached(view));
+  return lost && new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
+}
+
 /** A checked forward call: x as [batch, tokens, dim], its output, and attention's options. */
 export interface PreparedForward {
   x: Tensor;
@@ -105,14 +132,8 @@ export function prepareForward(
   for (const [name, data] of w.weightViews) checkNoAlias(fn, 'options.out', out.data, name, data);
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
-  // One of the caller's weight arrays the block reads in place, transferred away since the
-  // constructor: named here, not by the stage that meets it.
-  for (const [name, data] of w.inPlaceWeights) {
-    if (isDetached(data)) throw detachedError(fn, name);
-  }
-  const callerBuffers: NamedBuffer[] = [['x', tx.data], ['options.out', out.data, true]];
-  if (mask) callerBuffers.push(['options.mask', mask.data]);
-  if (pad) callerBuffers.push(['options.keyPaddingMask', pad]);
+  checkInPlaceWeights(fn, w);
+  const callerBuffers = callerBuffersOf(tx.data, out.data, mask?.data, pad);
   if (mode === 'async') {
     // Checked here, before any stage runs, rather than by the stage that first meets the buffer.
     const resizable = callerBuffers.find(([, view]) => isResizable(view));

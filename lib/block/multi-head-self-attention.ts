@@ -9,10 +9,10 @@
  */
 import { native, type NativeCallback } from '../native';
 import { runAsync, type NamedBuffer } from '../queue';
-import { isDetached, type Tensor, type TensorLike } from '../tensor';
+import type { Tensor, TensorLike } from '../tensor';
 import { CLASS, checkConfig, type BlockWeights } from './config';
 import { decoderForward, decoderForwardAsync, takesDecoderPath, type DecoderPlan } from './decoder';
-import { prepareForward } from './forward-args';
+import { detachedBeforeFinished, prepareForward } from './forward-args';
 import { acquireWorkspace, cachedStages, dropCallerBuffers, newStages, ownDescriptors, releaseWorkspace, type Workspace } from './plan';
 import type {
   MultiHeadSelfAttentionConfig,
@@ -254,10 +254,7 @@ export class MultiHeadSelfAttention {
       if (fresh?.kept) ws.plan = fresh.kept;
       return result;
     } catch (e) {
-      // An inner op names its own arguments ("a", "options.c.data"): name the caller's buffer instead.
-      const lost = [...p.callerBuffers, ...this.weights.inPlaceWeights].find(([, view]) => isDetached(view));
-      if (lost) throw new TypeError(`${fn}: ${lost[0]} was detached before the call finished; its result is not defined`);
-      throw rename(e, fn);
+      throw detachedBeforeFinished(fn, [...p.callerBuffers, ...this.weights.inPlaceWeights]) ?? rename(e, fn);
     } finally {
       dropCallerBuffers(ws.plan);
       releaseWorkspace(this.pool, ws);

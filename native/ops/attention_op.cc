@@ -33,26 +33,6 @@ Status mismatch(const char* arg, int axis, const char* name, const char* ref, in
                             "] = " + std::to_string(want) + ", received " + std::to_string(got));
 }
 
-// A view with the given strides of axes 0-2 (axis 3 contiguous): its length
-// must reach exactly its last element, (dim - 1) * stride summed, plus one.
-// The views are only read, so their elements may overlap.
-Status checkStridedLength(int t, const Shape& s, const int64_t* strides, int64_t length) {
-  const char* name = t == 0 ? "q" : t == 1 ? "k" : "v";
-  const int64_t count = elementCount(s);
-  if (count < 0)
-    return Status::rangeError(std::string("attention: ") + name + ".shape " + shapeToString(s) + " is too large");
-  int64_t last = count == 0 ? -1 : s[3] - 1;
-  for (int a = 0; a < 3 && count > 0; ++a) last = addSat(last, mulSat(s[a] - 1, strides[a]));
-  const int64_t span = last >= kMaxElements ? kMaxElements : last + 1;  // last may have saturated
-  if (span >= kMaxElements || length != span)
-    return Status::rangeError(std::string("attention: ") + name + ".length must be " +
-                              (span >= kMaxElements ? std::string("below 2^32") : std::to_string(span)) +
-                              " for shape " + shapeToString(s) + " with strides [" + std::to_string(strides[0]) +
-                              ", " + std::to_string(strides[1]) + ", " + std::to_string(strides[2]) +
-                              ", 1], received " + std::to_string(length));
-  return Status::success();
-}
-
 }  // namespace
 
 void logicalDims(AttentionLayout layout, const Shape& s, int64_t* b, int64_t* h, int64_t* seq,
@@ -75,7 +55,7 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
       return Status::rangeError(std::string("attention: ") + names[t] + " must have 4 dims, received shape " +
                                 shapeToString(*shapes[t]));
     if (t < 3 && args.hasStrides) {
-      Status st = checkStridedLength(t, *shapes[t], args.strides[t], lengths[t]);
+      Status st = checkStridedLength("attention", t == 0 ? "q" : t == 1 ? "k" : "v", *shapes[t], args.strides[t], lengths[t]);
       if (!st.ok()) return st;
       continue;
     }
@@ -214,13 +194,7 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
                                 {strideFields.v0, strideFields.v1, strideFields.v2}};
   args.hasStrides = hasStrides;
   for (int t = 0; t < 3 && hasStrides; ++t)
-    for (int a = 0; a < 3; ++a) {
-      const double x = strides[t][a];
-      if (!(x >= 0 && x <= kMaxSafeInteger) || x != static_cast<double>(static_cast<int64_t>(x)))
-        return Status::rangeError(std::string("attention: ") + "qkv"[t] + ".strides[" + std::to_string(a) +
-                                  "] must be a non-negative safe integer");
-      args.strides[t][a] = static_cast<int64_t>(x);
-    }
+    MHSA_RETURN_IF_ERROR(readStrides(fn, t == 0 ? "q" : t == 1 ? "k" : "v", strides[t], args.strides[t]));
   if (layout != 0 && layout != 1 && layout != 2)
     return Status::rangeError("attention: layout code must be 0, 1 or 2");
   args.layout = static_cast<AttentionLayout>(static_cast<int>(layout));

@@ -24,21 +24,8 @@ Status checkSource(const char* name, const BufferArg& src, const double (&stride
                    int64_t positions, int64_t heads, int64_t dim, CacheAppendTensor* t) {
   if (src.bf16) return Status::typeError(std::string(kFn) + ": " + name + " must be a Float32Array");
   int64_t s[3];
-  for (int a = 0; a < 3; ++a) {
-    const std::string field = std::string(name) + ".strides[" + std::to_string(a) + "]";
-    MHSA_RETURN_IF_ERROR(countField(field.c_str(), strides[a], &s[a]));
-  }
-  int64_t span = 0;
-  if (batch > 0 && positions > 0 && heads > 0 && dim > 0) {
-    span = addSat(addSat(addSat(mulSat(batch - 1, s[0]), mulSat(positions - 1, s[1])), mulSat(heads - 1, s[2])), dim);
-    if (span >= kMaxElements || src.length != span)
-      return Status::rangeError(std::string(kFn) + ": " + name + ".length must be " +
-                                (span >= kMaxElements ? std::string("below 2^32") : std::to_string(span)) +
-                                " for [batch, n, kvHeads, dim] = [" + std::to_string(batch) + ", " +
-                                std::to_string(positions) + ", " + std::to_string(heads) + ", " + std::to_string(dim) +
-                                "] with strides [" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
-                                std::to_string(s[2]) + "], received " + std::to_string(src.length));
-  }
+  MHSA_RETURN_IF_ERROR(readStrides(kFn, name, strides, s));
+  MHSA_RETURN_IF_ERROR(checkStridedLength(kFn, name, Shape{batch, positions, heads, dim}, s, src.length));
   t->src = src.floats();
   t->batchStride = s[0];
   t->positionStride = s[1];

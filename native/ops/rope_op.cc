@@ -8,37 +8,6 @@
 #include "descriptor_layouts.h"
 
 namespace mhsa {
-namespace {
-
-// A strided x, rotated in place (out is the same view): its strides checked,
-// its length against the span they give.
-Status readStrides(const BufferArg& x, const BufferArg& out, const Shape& shape, const double (&given)[3],
-                   int64_t (&strides)[3]) {
-  for (int a = 0; a < 3; ++a) {
-    const double s = given[a];
-    if (!(s >= 0 && s <= kMaxSafeInteger) || s != std::floor(s))
-      return Status::rangeError("rope: x.strides[" + std::to_string(a) + "] must be a non-negative safe integer");
-    strides[a] = static_cast<int64_t>(s);
-  }
-  if (out.data != x.data || out.length != x.length)
-    return Status::rangeError("rope: with strides, out must be x itself (rotated in place)");
-  const int64_t count = elementCount(shape);
-  if (count < 0) return Status::rangeError("rope: x.shape " + shapeToString(shape) + " is too large");
-  int64_t span = 0;
-  if (count > 0) {
-    int64_t last = 0;
-    for (int a = 0; a < 3; ++a) last = addSat(last, mulSat(shape[a] - 1, strides[a]));
-    span = addSat(last, shape[3]);
-  }
-  if (span >= kMaxElements || x.length != span)
-    return Status::rangeError("rope: x.length must be " + (span >= kMaxElements ? std::string("below 2^32") : std::to_string(span)) +
-                              " for shape " + shapeToString(shape) + " with strides [" + std::to_string(strides[0]) + ", " +
-                              std::to_string(strides[1]) + ", " + std::to_string(strides[2]) + "], received " +
-                              std::to_string(x.length));
-  return Status::success();
-}
-
-}  // namespace
 
 Status prepareRope(const Descriptor& desc, const BufferArg& x, const BufferArg& out, const BufferArg& positions,
                    RopeCall* call) {
@@ -54,7 +23,11 @@ Status prepareRope(const Descriptor& desc, const BufferArg& x, const BufferArg& 
   // shape with no elements may have huge other dims, and never addresses memory.
   int64_t strides[3] = {mulSat(mulSat(f.x[1], f.x[2]), f.x[3]), mulSat(f.x[2], f.x[3]), f.x[3]};
   if (hasStrides) {
-    MHSA_RETURN_IF_ERROR(readStrides(x, out, f.x, {strideFields.s0, strideFields.s1, strideFields.s2}, strides));
+    // Rotated in place: out is x's own view.
+    MHSA_RETURN_IF_ERROR(readStrides(fn, "x", {strideFields.s0, strideFields.s1, strideFields.s2}, strides));
+    if (out.data != x.data || out.length != x.length)
+      return Status::rangeError("rope: with strides, out must be x itself (rotated in place)");
+    MHSA_RETURN_IF_ERROR(checkStridedLength(fn, "x", f.x, strides, x.length));
   } else {
     MHSA_RETURN_IF_ERROR(checkLength(fn, "x", f.x, x.length));
     MHSA_RETURN_IF_ERROR(checkLength(fn, "out", f.out, out.length));

@@ -1,5 +1,7 @@
 #include "shape.h"
 
+#include <cmath>
+
 namespace mhsa {
 
 int64_t elementCount(const Shape& s) {
@@ -33,6 +35,33 @@ Status checkLength(const char* fn, const char* arg, const Shape& s, int64_t leng
     return Status::rangeError(std::string(fn) + ": " + arg + ".data.length must equal the product of " +
                               arg + ".shape " + shapeToString(s) + " = " + std::to_string(n) +
                               ", received " + std::to_string(length));
+  return Status::success();
+}
+
+Status readStrides(const char* fn, const char* arg, const double (&given)[3], int64_t (&strides)[3]) {
+  for (int a = 0; a < 3; ++a) {
+    const double x = given[a];
+    if (!(x >= 0 && x <= kMaxSafeInteger) || x != std::floor(x))
+      return Status::rangeError(std::string(fn) + ": " + arg + ".strides[" + std::to_string(a) +
+                                "] must be a non-negative safe integer");
+    strides[a] = static_cast<int64_t>(x);
+  }
+  return Status::success();
+}
+
+Status checkStridedLength(const char* fn, const char* arg, const Shape& s, const int64_t* strides, int64_t length) {
+  const int64_t count = elementCount(s);
+  if (count < 0)
+    return Status::rangeError(std::string(fn) + ": " + arg + ".shape " + shapeToString(s) + " is too large");
+  int64_t last = count == 0 ? -1 : s[3] - 1;
+  for (int a = 0; a < 3 && count > 0; ++a) last = addSat(last, mulSat(s[a] - 1, strides[a]));
+  const int64_t span = last >= kMaxElements ? kMaxElements : last + 1;  // last may have saturated
+  if (span >= kMaxElements || length != span)
+    return Status::rangeError(std::string(fn) + ": " + arg + ".length must be " +
+                              (span >= kMaxElements ? std::string("below 2^32") : std::to_string(span)) +
+                              " for shape " + shapeToString(s) + " with strides [" + std::to_string(strides[0]) +
+                              ", " + std::to_string(strides[1]) + ", " + std::to_string(strides[2]) +
+                              ", 1], received " + std::to_string(length));
   return Status::success();
 }
 

@@ -53,6 +53,17 @@ std::string shapeToString(const Shape& s);
 // Checks that a tensor's data length equals the product of its shape.
 Status checkLength(const char* fn, const char* arg, const Shape& s, int64_t length);
 
+// A view's strides of axes 0-2 as a descriptor gives them: each a
+// non-negative safe integer, else a RangeError naming arg.strides[a].
+Status readStrides(const char* fn, const char* arg, const double (&given)[3], int64_t (&strides)[3]);
+
+// checkLength for a 4-D view whose axes 0-2 have the given strides (axis 3
+// contiguous): its length must reach exactly its last element, (dim - 1) *
+// stride summed over the axes, plus one; 0 when it has no elements. Sums
+// saturate, so no stride, however large, overflows. The elements may overlap
+// (such views are only read, or written one row at a time).
+Status checkStridedLength(const char* fn, const char* arg, const Shape& s, const int64_t* strides, int64_t length);
+
 // Numpy broadcasting of two shapes (right-aligned, 1 stretches). False if incompatible.
 bool broadcastShapes(const Shape& a, const Shape& b, Shape* out);
 

@@ -297,12 +297,12 @@ function testsAgainstPackage(label, packageDir, packageName, nodeCommand, tests,
       env: { ...process.env, MHSA_ADDON: '', ...extraEnv },
     });
     const lines = `${r.stderr}`.split('\n');
+    const all = [...`${r.stdout}`.split('\n'), ...lines];
     const summary = lines.filter((l) => /^Tests:|^Test Suites:/.test(l)).join('; ');
     // A failure names its tests and their first lines, so a CI log alone says what broke.
     const failures = r.status === 0 ? '' : lines.filter((l) => /^\s+● /.test(l)).slice(0, 10).map((l) => `\n       ${l.trim()}`).join('');
     check(r.status === 0, `${label}: jest ${tests.map((t) => path.basename(t, '.test.ts')).join(', ')}: ${summary || r.stderr.slice(-2000)}${failures}`);
     // A test that passed on its retry: named, with the first lines of its first failure.
-    const all = `${r.stdout}\n${r.stderr}`.split('\n');
     all.forEach((l, i) => {
       const retried = /LOGGING RETRY ERRORS\s+(.*)$/.exec(l);
       if (retried) {
