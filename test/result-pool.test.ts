@@ -312,6 +312,8 @@ test("the pool's free blocks count in V8's external memory: reusing one is not g
     (async () => {
       m.setResultPoolLimit(64 * MiB);
       const x = m.tensor(new Float32Array(MiB).fill(1), [1024, 1024]); // 4 MiB results
+      // Node frees some of its own start-up buffers at the first collections (~0.2 MiB on Node 24).
+      await collectUntil(() => true);
       const base = external();
       let a = m.softmax(x), b = m.softmax(x);
       a = b = null;
@@ -355,7 +357,7 @@ test("the pool's free blocks count in V8's external memory: reusing one is not g
   // c: 4 MiB alive plus 4 MiB counted free; d: nothing new; e: 4 MiB of new memory.
   // Node's own external memory moves by a few KiB meanwhile.
   const near = (bytes: number) => expect.objectContaining({ near: true, bytes });
-  const within = (got: number, bytes: number) => ({ near: Math.abs(got - bytes) <= 256 * 1024, bytes });
+  const within = (got: number, bytes: number) => ({ near: Math.abs(got - bytes) <= 256 * 1024, bytes, got });
   expect(out.reuse.slice(0, 3).map((got, i) => within(got, [8 * MiB, 0, 4 * MiB][i]))).toEqual([near(8 * MiB), near(0), near(4 * MiB)]);
   expect(out.reuse.slice(3)).toEqual([4 * MiB, 0]);
   expect(within(out.drift, 0)).toEqual(near(0));
