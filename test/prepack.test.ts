@@ -63,6 +63,31 @@ describe(`prepack (seed ${SEED})`, () => {
     expectClose(matmul(rowMajor, prepack(w, { transpose: true })).data, ref2.data, 1e-5, { seed: SEED, label: 'large, row-major a' });
   });
 
+  test('one and two rows against a packed weight (a decode step): float64 reference, same bits as inside a taller product', () => {
+    // One or two rows take several column slivers at once (KernelTable::fewRowsPacked), a product
+    // too small for a fork/join by its flops is split once its weight is large
+    // (kGemmParallelMinBBytes): both must keep each row's sums.
+    const rng = rngFor(SEED, 'few rows');
+    for (const [k, n] of [[17, 1], [63, 65], [256, 197], [256, 1000], [1031, 300]]) {
+      const w = t(rng, [n, k]);
+      const bias = t(rng, [n]);
+      const packed = prepack(w, { transpose: true });
+      const tall = t(rng, [13, k]);
+      const whole = matmul(tall, packed, { c: bias });
+      for (const m of [1, 2]) {
+        const a = { data: tall.data.slice((13 - m) * k), shape: [m, k] };
+        const out = { data: poisoned(m * n), shape: [m, n] };
+        matmul(a, packed, { c: bias, out });
+        const label = `[${m},${k}]·[${k},${n}]`;
+        if (sameKernels) expectBitEqual(out.data, whole.data.subarray((13 - m) * n), { seed: SEED, label });
+        const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeB: true });
+        for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) ref.data[i * n + j] += bias.data[j];
+        const scale = singleOutputMatmulScale(m * n, a.data, a.shape, w.data, w.shape, { transposeB: true });
+        expectClose(out.data, ref.data, 1e-5, { seed: SEED, label, scale });
+      }
+    }
+  });
+
   test('a short A against a wide packed weight: every fetch-ahead block of columns, with a bias', () => {
     // With the packed A block under kGemmFetchAheadMaxABytes, a prepacked B goes in
     // gemmPrepackedColumnBlock blocks (128 columns at depth 768), each fetching the

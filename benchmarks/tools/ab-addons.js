@@ -18,7 +18,7 @@
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
  * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache.
  * decoder: LLaMA-3-8B's attention layer (m_decode) taking one token against a KVCache of `length`
- * positions, then truncated back; AB_DTYPE=bf16 its weights and cache in bf16 (the block's too). Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
+ * positions, then truncated back; AB_LAYER=dim,heads,kvHeads,dimHead another layer (256,4,4,64: decode-small.js's); AB_DTYPE=bf16 its weights and cache in bf16 (the block's too). Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -154,7 +154,7 @@ function workload() {
   if (kind === 'decoder') {
     const L = Number(rest[0] ?? 4096);
     const [rounds = 20, burst = 3] = nums;
-    const [dim, heads, kvHeads, dh] = [4096, 32, 8, 128];
+    const [dim, heads, kvHeads, dh] = (process.env.AB_LAYER ?? '4096,32,8,128').split(',').map(Number);
     const rows = (heads + 2 * kvHeads) * dh;
     const dtype = process.env.AB_DTYPE ?? 'float32';
     const weights = {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,8 +35,11 @@ StageValues readStage(Napi::Env env, const Napi::Value& value, uint32_t index) {
   const Napi::Value kind = stage.Get(0u);
   if (!kind.IsString()) throw Napi::TypeError::New(env, where + ": its kind (item 0) must be a string");
   StageValues r{kind.As<Napi::String>().Utf8Value(), {}};
+  // Only the items the stage has are read (each read is a property lookup); the rest are undefined.
+  const uint32_t given = std::min(stage.Length(), kMaxStageArgs + 1);
   r.args.reserve(kMaxStageArgs);
-  for (uint32_t i = 1; i <= kMaxStageArgs; ++i) r.args.push_back(stage.Get(i));
+  for (uint32_t i = 1; i < given; ++i) r.args.push_back(stage.Get(i));
+  while (r.args.size() < kMaxStageArgs) r.args.push_back(env.Undefined());
   return r;
 }
 

@@ -374,6 +374,20 @@ void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, 
   const int mr = kt.mr, nr = kt.nr;
   const float* bias = pc == 0 ? p.bias : nullptr;
   NextBlockShares shares(next, nextFloats, kc);
+  if (mc <= kt.fewRowsMax) {
+    const float* a = p.a.data + ic * p.a.rowStride + pc;
+    const int64_t step = int64_t{kt.fewRowsSlivers} * nr;
+    for (int64_t jr = 0; jr < nc; jr += step) {
+      const int cols = static_cast<int>(std::min<int64_t>(step, nc - jr));
+      for (int64_t s = 0; s < ceilDiv(cols, nr); ++s)
+        if (const float* share = shares.take())
+          for (int64_t o = 0; o < shares.floatsPerShare(); o += 16) __builtin_prefetch(share + o, 0, 2);
+      kt.fewRowsPacked(kc, a, p.a.rowStride, bBlock + jr * kc, nr * kc, p.out + ic * p.outRowStride + jc + jr,
+                       p.outRowStride, p.alpha, accumulate, static_cast<int>(mc), cols,
+                       bias ? bias + jc + jr : nullptr);
+    }
+    return;
+  }
   for (int64_t ir = 0; ir < mc; ir += mr) {
     const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
     const float* a = p.a.data + (ic + ir) * p.a.rowStride + pc;
@@ -600,7 +614,7 @@ void gemmSerial(const GemmProblem& p) {
 
 void gemmParallel(const GemmProblem& p) {
   const int threads = numThreads();
-  if (threads <= 1 || 2.0 * p.m * p.n * p.k < kGemmParallelMinFlops || p.k <= 0 || p.m <= 0 || p.n <= 0) {
+  if (threads <= 1 || !gemmWorthSplitting(p.m, p.n, p.k, sizeof(float)) || p.k <= 0 || p.m <= 0 || p.n <= 0) {
     gemmSerial(p);
     return;
   }

@@ -179,6 +179,18 @@ void gemmParallel(const GemmProblem& p);
 // (Zen 4; docs/design/gemm-blocking.md).
 constexpr double kGemmParallelMinFlops = 512.0 * 1024;
 
+// Bytes of B from which a product is split even below kGemmParallelMinFlops:
+// a product of one to three rows reads B once and is bound by where B lies.
+// Split by columns, each core reads its own half, and keeps it in its own L2
+// from one call to the next (a decode step's weights).
+constexpr double kGemmParallelMinBBytes = 256.0 * 1024;
+
+// Whether a product of m x n x k, with B's elements of `bBytes` bytes, is worth
+// a fork/join.
+inline bool gemmWorthSplitting(int64_t m, int64_t n, int64_t k, int bBytes) {
+  return 2.0 * m * n * k >= kGemmParallelMinFlops || static_cast<double>(k) * n * bBytes >= kGemmParallelMinBBytes;
+}
+
 // Row slivers per thread from which gemmParallel gives each thread its own
 // rows of a product against a prepacked B (each packs its own A; see there):
 // 32 x 12 = 384 rows. Measured against the shared A block at depth 768, 2

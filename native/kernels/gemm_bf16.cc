@@ -168,7 +168,7 @@ void gemmBf16Narrow(const GemmProblem& p, const Bf16Kernels& kk, int threads) {
 void gemmBf16Tiled(const GemmProblem& p, const Bf16Kernels& kk) {
   const int64_t kcb = gemmDepthBlock(p.k);
   const int64_t width = roundUp(p.n, kBf16SliverColumns), slivers = width / kBf16SliverColumns;
-  const int threads = 2.0 * p.m * p.n * p.k < kGemmParallelMinFlops ? 1 : numThreads();
+  const int threads = gemmWorthSplitting(p.m, p.n, p.k, 2) ? numThreads() : 1;
   if (p.m <= kBf16DepthStep && slivers >= threads) {
     gemmBf16Narrow(p, kk, threads);
     return;
@@ -272,7 +272,7 @@ void gemmBf16RowsWidened(const GemmProblem& p) {
     for (int64_t k = 0; k < p.k; ++k) a[i * kEven + k] = roundToBf16(row[k]);
     if (kEven > p.k) a[i * kEven + p.k] = 0.0f;
   }
-  const int threads = 2.0 * m * p.n * p.k < kGemmParallelMinFlops ? 1 : numThreads();
+  const int threads = gemmWorthSplitting(m, p.n, p.k, 2) ? numThreads() : 1;
   auto run = [&](int64_t t) {
     for (int64_t sl = slivers * t / threads; sl < slivers * (t + 1) / threads; ++sl) {
       float acc[kBf16WidenedRowsMax][kBf16SliverColumns] = {};
@@ -302,7 +302,7 @@ void gemmBf16Widened(const GemmProblem& p) {
   const KernelTable& kt = kernels();
   const int64_t kcb = gemmDepthBlock(p.k), ncb = gemmColumnBlock(kcb);
   const int64_t width = roundUp(p.n, kBf16SliverColumns);
-  const bool parallel = 2.0 * p.m * p.n * p.k >= kGemmParallelMinFlops;
+  const bool parallel = gemmWorthSplitting(p.m, p.n, p.k, 2);
   for (int64_t ic = 0; ic < p.m; ic += kGemmMC) {
     const int64_t mc = std::min(kGemmMC, p.m - ic);
     for (int64_t pc = 0; pc < p.k; pc += kcb) {

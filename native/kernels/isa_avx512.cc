@@ -19,6 +19,9 @@
 #define MHSA_KERNEL_TABLE_NAME "avx512"
 #define MHSA_MICRO_KERNEL ::mhsa::microKernel12x32Avx512
 #define MHSA_MICRO_KERNEL_DIRECT ::mhsa::microKernelDirect12x32Avx512
+#define MHSA_FEW_ROWS_PACKED ::mhsa::fewRowsPacked2x128Avx512
+#define MHSA_FEW_ROWS_MAX 2
+#define MHSA_FEW_ROWS_SLIVERS 4
 #define MHSA_EXP2_SUB_COLUMNS ::mhsa::exp2SubColumnsAvx512
 #define MHSA_SCORES_EXP2_TILE ::mhsa::scoresExp2Tile12x32Avx512
 #define MHSA_ABS_MAX_ROWS ::mhsa::absMaxRowsAvx512

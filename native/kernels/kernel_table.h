@@ -67,6 +67,16 @@ struct KernelTable {
   void (*microKernelDirect)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                             int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias);
 
+  // One or two rows of a row-major A (rows <= fewRowsMax) against up to
+  // fewRowsSlivers packed B slivers side by side (kc x nr each, sliverStride
+  // floats apart; cols <= fewRowsSlivers * nr): the same sums and epilogue as
+  // microKernelDirect on each sliver, with more independent accumulators. Null
+  // where the table has none (gemm.cc, directMacroKernel).
+  void (*fewRowsPacked)(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t sliverStride, float* c,
+                        int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias);
+  int fewRowsMax;
+  int fewRowsSlivers;
+
   // Largest element of x[0..n), -Infinity for n == 0. NaN-propagation is not guaranteed.
   float (*rowMax)(const float* x, int64_t n);
 

@@ -19,6 +19,7 @@
 
 #include "avx2_asm_tile.h"
 #include "avx2_lanes.h"
+#include "few_rows_shape.h"
 
 namespace mhsa {
 
@@ -205,7 +206,43 @@ void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* 
   }
 }
 
+// R rows of A read in place (R <= 2) against S slivers of a packed B at once
+// (each kc x 16, sliverStride floats apart): 2S accumulator chains per row
+// where one sliver gives two, which leave a one-row product waiting on FMA
+// latency. Each sum runs over k in order from zero: the 6 x 16 tile's bits.
+template <int R, int S>
+void fewRowsTile(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t sliverStride, float* c,
+                 int64_t ldc, float alpha, bool accumulate, int cols, const float* bias) {
+  __m256 acc[S][R][2];
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < R; ++i) acc[s][i][0] = acc[s][i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 b[S][2];
+    for (int s = 0; s < S; ++s) {
+      b[s][0] = _mm256_loadu_ps(bp + s * sliverStride + kNR * k);
+      b[s][1] = _mm256_loadu_ps(bp + s * sliverStride + kNR * k + 8);
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_set1_ps(a[i * lda + k]);
+      for (int s = 0; s < S; ++s) {
+        acc[s][i][0] = _mm256_fmadd_ps(av, b[s][0], acc[s][i][0]);
+        acc[s][i][1] = _mm256_fmadd_ps(av, b[s][1], acc[s][i][1]);
+      }
+    }
+  }
+  for (int s = 0; s < S; ++s)
+    storeTile<R>(acc[s], c + kNR * s, ldc, alpha, accumulate, cols - kNR * s, bias ? bias + kNR * s : nullptr);
+}
+
 }  // namespace
+
+void fewRowsPacked2x64Avx2(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t sliverStride, float* c,
+                           int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias) {
+  withFewRowsShape(rows, (cols + kNR - 1) / kNR, [&](auto r, auto s) {
+    fewRowsTile<decltype(r)::value, decltype(s)::value>(kc, a, lda, bp, sliverStride, c, ldc, alpha, accumulate, cols,
+                                                        bias);
+  });
+}
 
 void microKernelDirect6x16Avx2(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias) {

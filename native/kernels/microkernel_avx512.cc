@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "avx512_intrinsics.h"
+#include "few_rows_shape.h"
 #include "tile_store_avx512.h"
 
 namespace mhsa {
@@ -160,7 +161,41 @@ void directRows(int rows, int64_t kc, const float* a, int64_t lda, const float* 
   }
 }
 
+// R rows of A read in place (R <= 2) against S slivers of a packed B at once
+// (each kc x 32, sliverStride floats apart). One sliver gives a row only two
+// accumulator chains, so a one-row product waits on FMA latency (4 cycles a k
+// step); S slivers give it 2S chains. Each sum still runs over k in order from
+// zero, so every element gets the bits the 12 x 32 tile gives it.
+template <int R, int S>
+void fewRowsTile(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t sliverStride, float* c,
+                 int64_t ldc, float alpha, bool accumulate, int cols, const float* bias) {
+  __m512 acc[R][2 * S];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < 2 * S; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b[2 * S];
+    for (int s = 0; s < S; ++s) {
+      b[2 * s] = _mm512_loadu_ps(bp + s * sliverStride + 32 * k);
+      b[2 * s + 1] = _mm512_loadu_ps(bp + s * sliverStride + 32 * k + 16);
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      for (int v = 0; v < 2 * S; ++v) acc[i][v] = _mm512_fmadd_ps(av, b[v], acc[i][v]);
+    }
+  }
+  storeTileAvx512<R, 2 * S>(acc, c, ldc, alpha, accumulate, cols, bias);
+}
+
 }  // namespace
+
+void fewRowsPacked2x128Avx512(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t sliverStride,
+                             float* c, int64_t ldc, float alpha, bool accumulate, int rows, int cols,
+                             const float* bias) {
+  withFewRowsShape(rows, (cols + 32 - 1) / 32, [&](auto r, auto s) {
+    fewRowsTile<decltype(r)::value, decltype(s)::value>(kc, a, lda, bp, sliverStride, c, ldc, alpha, accumulate, cols,
+                                                        bias);
+  });
+}
 
 void microKernelDirect12x32Avx512(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                   int64_t ldc, float alpha, bool accumulate, int rows, int cols,

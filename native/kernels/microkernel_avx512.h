@@ -7,4 +7,7 @@ void microKernel12x32Avx512(int64_t kc, const float* ap, int64_t aStep, const fl
                             const float* prefetch);
 void microKernelDirect12x32Avx512(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                   int64_t ldc, float alpha, bool accumulate, int rows, int cols, const float* bias);
+void fewRowsPacked2x128Avx512(int64_t kc, const float* a, int64_t lda, const float* bp, int64_t sliverStride,
+                             float* c, int64_t ldc, float alpha, bool accumulate, int rows, int cols,
+                             const float* bias);
 }

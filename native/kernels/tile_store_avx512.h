@@ -14,7 +14,8 @@ template <int R, int V>
 inline void storeTileAvx512(const __m512 (&acc)[R][V], float* c, int64_t ldc, float alpha, bool accumulate, int cols,
                             const float* bias) {
   const __m512 va = _mm512_set1_ps(alpha);
-  const __mmask16 mask[2] = {lowLanes(cols), lowLanes(cols - 16)};
+  __mmask16 mask[V];
+  for (int v = 0; v < V; ++v) mask[v] = lowLanes(cols - 16 * v);
   __m512 biasv[V];
   for (int v = 0; v < V; ++v) biasv[v] = bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 12

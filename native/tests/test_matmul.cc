@@ -214,7 +214,7 @@ TEST(few_rows_against_packed_b_keep_the_bits) {
   // LayerNorm'd as it is packed.
   std::mt19937_64 rng(testSeed() + 53);
   for (int64_t k : {1, 17, 385, 1100})
-    for (int64_t n : {1, 33, 65}) {
+    for (int64_t n : {1, 33, 65, 200}) {  // 200: four slivers at once, then three of 72 columns (fewRowsPacked)
       const auto a = randomFloats(rng, static_cast<size_t>(13 * k));
       const auto b = randomFloats(rng, static_cast<size_t>(k * n));
       const auto bias = randomFloats(rng, static_cast<size_t>(n));
