@@ -23,6 +23,11 @@ export interface MhsaInfo {
    * memory saving without the speed). Lower it with MHSA_BF16=avx512bf16|widen.
    */
   bf16: string;
+  /**
+   * Kernels of products against int8 weights: 'avx512vnni' (VPDPBUSD),
+   * 'avx2' (VPMADDUBSW) or 'portable'. Lower it with MHSA_ISA.
+   */
+  int8: string;
   /** System BLAS linked at build time, or null for the built-in kernels. */
   blas: string | null;
   /** Compute threads in use (setNumThreads, MHSA_NUM_THREADS, or the logical CPU count). */
@@ -79,7 +84,7 @@ const VERSION = packageVersion();
  *
  * @example
  * console.log(info());
- * // { version: '0.1.0', backend: 'native', isa: 'avx512', bf16: 'amx', blas: null, threads: 2, activeThreads: 0,
+ * // { version: '0.1.0', backend: 'native', isa: 'avx512', bf16: 'amx', int8: 'avx512vnni', blas: null, threads: 2, activeThreads: 0,
  * //   peakActiveThreads: 2, scratchBytes: 3276800, queued: 0, inFlight: 0, pinsAsyncBuffers: true,
  * //   resultPool: { enabled: true, fallback: null, limitBytes: 268435456, heldBytes: 12582912,
  * //                 liveBytes: 0, hits: 41, misses: 3, countedFreeBytes: 12582912 } }
@@ -91,6 +96,7 @@ export function info(): MhsaInfo {
     backend: n.backend,
     isa: n.isa,
     bf16: n.bf16,
+    int8: n.int8,
     blas: n.blas,
     threads: n.threads,
     activeThreads: n.activeThreads,

@@ -4,7 +4,7 @@ import { Descriptor, native, type NativeStage } from './native';
 import { checkOptions, optBoolean, optFiniteNumber } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
 import { PackedMatrix } from './prepack';
-import { checkFloat32Array, checkNoAlias, checkShape, checkTensor, checkUint16Array, resultTensor, type Tensor, type TensorLike } from './tensor';
+import { checkFloat32Array, checkInt8Array, checkNoAlias, checkShape, checkTensor, checkUint16Array, resultTensor, type Tensor, type TensorLike } from './tensor';
 
 /** Options of {@link matmul} and {@link matmulAsync}. */
 export interface MatmulOptions {
@@ -29,10 +29,10 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
   const ta = checkTensor(fn, 'a', a);
   const packed = b instanceof PackedMatrix;
   // A PackedMatrix's fields are checked too: its constructor is public to JS, though not meant to be called.
-  const bf16 = packed && b.dtype === 'bf16';
-  const tb = packed
-    ? { data: bf16 ? checkUint16Array(fn, 'b.data', b.data) : checkFloat32Array(fn, 'b.data', b.data), shape: checkShape(fn, 'b.shape', [b.rows, b.cols]) }
-    : checkTensor(fn, 'b', b);
+  const bf16 = packed && b.dtype === 'bf16', int8 = packed && b.dtype === 'int8';
+  const packedData = (m: PackedMatrix) =>
+    int8 ? checkInt8Array(fn, 'b.data', m.data) : bf16 ? checkUint16Array(fn, 'b.data', m.data) : checkFloat32Array(fn, 'b.data', m.data);
+  const tb = packed ? { data: packedData(b), shape: checkShape(fn, 'b.shape', [b.rows, b.cols]) } : checkTensor(fn, 'b', b);
   if (packed && opts.transposeB) {
     throw rangeError(fn, 'options.transposeB cannot apply to a PackedMatrix (pass transpose to prepack instead)');
   }
@@ -77,7 +77,7 @@ function prepareMatmul(fn: string, a: TensorLike, b: TensorLike | PackedMatrix, 
   checkNoAlias(fn, 'options.out', out.data, 'a', ta.data);
   if (!packed) checkNoAlias(fn, 'options.out', out.data, 'b', tb.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.c', tc?.data, true);
-  return { fn, a: ta, b: tb, c: tc, out, shape, transposeA, transposeB, alpha, beta, packed, bf16 };
+  return { fn, a: ta, b: tb, c: tc, out, shape, transposeA, transposeB, alpha, beta, packed, bf16, int8 };
 }
 
 type PreparedMatmul = ReturnType<typeof prepareMatmul>;
@@ -91,7 +91,8 @@ function matmulFields(p: PreparedMatmul, op: 'matmul' | 'layerNormMatmul', stage
   return new Descriptor(op, stage)
     .shape('a.shape', p.a.shape).shape('b.shape', p.b.shape).shape('c.shape', p.c ? p.c.shape : null)
     .shape('out.shape', p.shape).flag('transposeA', p.transposeA).flag('transposeB', p.transposeB)
-    .number('alpha', p.alpha).number('beta', p.beta).flag('bPacked', p.packed).flag('bBf16', p.bf16);
+    .number('alpha', p.alpha).number('beta', p.beta).flag('bPacked', p.packed).flag('bBf16', p.bf16)
+    .flag('bInt8', p.int8);
 }
 
 function matmulDescriptor(p: PreparedMatmul): Float64Array {

@@ -86,6 +86,11 @@ export function allocateBf16(fn: string, what: string, n: number): Uint16Array {
   return allocate(fn, what, n / 2, () => new Uint16Array(n));
 }
 
+/** A new zeroed Int8Array of n bytes, within the limit; allocation failure is a RangeError naming fn. */
+export function allocateBytes(fn: string, what: string, n: number): Int8Array {
+  return allocate(fn, what, n / 4, () => new Int8Array(n));
+}
+
 /** A new zeroed Float32Array of n elements, within the limit; allocation failure is a RangeError naming fn. */
 export function allocateFloats(fn: string, what: string, n: number): Float32Array {
   return allocate(fn, what, n, () => new Float32Array(n));

@@ -18,7 +18,7 @@ export interface NativeAddon {
   sequence(stages: unknown[][], done?: NativeCallback): void;
   packedSize(desc: Float64Array): number;
   /** Elements from the view's start to its first 64-byte boundary. */
-  alignedOffset(view: Float32Array | Uint16Array): number;
+  alignedOffset(view: Float32Array | Uint16Array | Int8Array): number;
   /**
    * Each op's buffer arguments by name, in order (the descriptor follows them), and its descriptor's
    * fields in order, [kind, name] (native/ops/descriptor_layouts.h).
@@ -37,6 +37,7 @@ export interface NativeAddon {
     backend: 'native' | 'wasm32';
     isa: string;
     bf16: string;
+    int8: string;
     threads: number;
     activeThreads: number;
     peakActiveThreads: number;

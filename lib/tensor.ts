@@ -67,6 +67,12 @@ export function checkUint16Array(fn: string, arg: string, data: unknown): Uint16
   return data;
 }
 
+export function checkInt8Array(fn: string, arg: string, data: unknown): Int8Array {
+  if (!types.isInt8Array(data)) throw typeError(fn, arg, 'an Int8Array', data);
+  if (isDetached(data)) throw detachedError(fn, arg);
+  return data;
+}
+
 /** Validates a {@link Bf16Tensor} argument: a live Uint16Array `data` whose length matches `shape` (copied). */
 export function checkBf16Tensor(fn: string, arg: string, value: unknown): Bf16Tensor & { shape: number[] } {
   const v = value as { data?: unknown; shape?: unknown };

@@ -12,7 +12,7 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
 const FAST_TESTS = [
-  'matmul', 'prepack', 'bf16', 'softmax', 'layernorm', 'rope', 'attention', 'kv-cache', 'kv-cache-bf16',
+  'matmul', 'prepack', 'int8', 'bf16', 'softmax', 'layernorm', 'rope', 'attention', 'kv-cache', 'kv-cache-bf16',
   'block', 'block-plan', 'block-decoder', 'block-decoder-ops', 'bad-inputs', 'async', 'descriptor-layouts', 'safetensors', 'fixtures',
 ].map((t) => `test/${t}.test.ts`);
 

@@ -10,7 +10,7 @@ const path = require('node:path');
 const root = path.resolve(__dirname, '..');
 /** Exported for the release rehearsal, which runs the same files against the installed package. */
 const WASM_TESTS = [
-  'matmul', 'prepack', 'softmax', 'layernorm', 'rope', 'attention', 'kv-cache', 'safetensors',
+  'matmul', 'prepack', 'int8', 'softmax', 'layernorm', 'rope', 'attention', 'kv-cache', 'safetensors',
   'block', 'block-decoder', 'block-decoder-ops', 'bad-inputs', 'async', 'fixtures',
 ].map((t) => `test/${t}.test.ts`);
 

@@ -825,7 +825,7 @@ const mmSpec = (): MmSpec => ({
 const mmArgs = (s: MmSpec = mmSpec()): unknown[] => {
   const desc = s.desc ?? new Float64Array([
     ...packShape(s.aShape), ...packShape(s.bShape), ...packShape(s.cShape), ...packShape(s.outShape),
-    s.tA, s.tB, s.alpha, s.beta, 0, 0,
+    s.tA, s.tB, s.alpha, s.beta, 0, 0, 0,
   ]);
   const args = [s.a, s.b, s.c, s.out, desc];
   if (s.cb !== undefined) args.push(s.cb);

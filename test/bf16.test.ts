@@ -139,7 +139,7 @@ describe('bf16 bad inputs', () => {
   const w = tensor(new Float32Array(6), [2, 3]);
   test('prepack', () => {
     expect(() => prepack(w, { dtype: 'fp16' as never })).toThrow(
-      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/options\.dtype must be one of 'float32', 'bf16', received 'fp16'/) }),
+      expect.objectContaining({ name: 'RangeError', message: expect.stringMatching(/options\.dtype must be one of 'float32', 'bf16', 'int8', received 'fp16'/) }),
     );
     expect(() => prepack(w, { dtype: 16 as never })).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/options\.dtype/) }));
     const halves: Bf16Tensor = { data: new Uint16Array(6), shape: [2, 3], dtype: 'bf16' };
@@ -173,7 +173,7 @@ describe('bf16 bad inputs', () => {
     const packed = prepack(w, { dtype: 'bf16' });
     const out = poisoned(4);
     const desc = (bBf16: boolean, length = 2) =>
-      new Float64Array([2, 2, 2, 2, 2, 3, 0, 2, 2, length, 0, 0, 1, 0, 1, bBf16 ? 1 : 0]);
+      new Float64Array([2, 2, 2, 2, 2, 3, 0, 2, 2, length, 0, 0, 1, 0, 1, bBf16 ? 1 : 0, 0]);
     expect(() => native.matmul(new Float32Array(4), packed.data, null, out, desc(false))).toThrow(
       expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/b must be a Float32Array/) }),
     );

@@ -173,7 +173,7 @@ test('a second call of the same shapes reuses the first call\'s stages, holding 
 describe('native.sequence checks every stage before it runs any', () => {
   // A valid stage: out (2 x 2) = a (2 x 3) · b (3 x 2), its descriptor in the
   // order of MHSA_MATMUL_FIELDS (native/ops/descriptor_layouts.h).
-  const desc = () => Float64Array.from([2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0]);
+  const desc = () => Float64Array.from([2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0]);
   const a = Float32Array.from([1, 2, 3, 4, 5, 6]);
   const b = Float32Array.from([1, 0, 0, 1, 1, 1]);
   const good = (out: Float32Array) => ['matmul', a, b, null, out, desc()];
@@ -236,7 +236,7 @@ describe('native.sequence checks every stage before it runs any', () => {
     const out2 = poisoned(4);
     // Stage 2 reads stage 1's output: out2 = out1 (2 x 2) · I (2 x 2).
     const identity = Float32Array.from([1, 0, 0, 1]);
-    const desc2 = Float64Array.from([2, 2, 2, 2, 2, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0]);
+    const desc2 = Float64Array.from([2, 2, 2, 2, 2, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0]);
     await new Promise<void>((resolve, reject) =>
       native.sequence([good(out1), ['matmul', out1, identity, null, out2, desc2]], (e) => (e ? reject(e) : resolve())),
     );

@@ -7,6 +7,7 @@
 
 #include "../kernels/gemm.h"
 #include "../kernels/gemm_bf16.h"
+#include "../kernels/gemm_int8.h"
 #include "../kernels/gemm_blas.h"
 #include "../kernels/kernel_table.h"
 #include "../kernels/scratch.h"
@@ -32,6 +33,7 @@ Napi::Value infoBinding(const Napi::CallbackInfo& info) {
 #endif
   r.Set("isa", kernels().name);
   r.Set("bf16", bf16PathName());
+  r.Set("int8", int8Kernels().name);
   const PoolStats pool = poolStats();
   r.Set("threads", pool.threads);
   r.Set("activeThreads", pool.activeThreads);

@@ -59,6 +59,19 @@ JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg) {
   return r;
 }
 
+JsBuffer packedMatrixArg(const Napi::Value& v, const char* fn, const char* arg) {
+  napi_typedarray_type type;
+  size_t length, offset;
+  void* data;
+  napi_value buffer;
+  const bool bytes = napi_get_typedarray_info(v.Env(), v, &type, &length, &data, &buffer, &offset) == napi_ok &&
+                     type == napi_int8_array;
+  if (!bytes) return floatOrBf16Arg(v, fn, arg);
+  JsBuffer r = typedArg(v, fn, arg, napi_int8_array, "Int8Array");
+  r.arg.int8 = true;
+  return r;
+}
+
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg) {
   if (isNullish(v)) return JsBuffer{};
   return floatArg(v, fn, arg);

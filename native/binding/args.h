@@ -43,6 +43,8 @@ struct JsBuffer {
 JsBuffer floatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Float32Array, or a Uint16Array of bf16 values (BufferArg::bf16 set).
 JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg);
+// A packed matrix's storage: a Float32Array, a Uint16Array of bf16 values, or an Int8Array (int8).
+JsBuffer packedMatrixArg(const Napi::Value& v, const char* fn, const char* arg);
 // Same, but null/undefined gives an absent buffer.
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Uint8Array, or null/undefined.

@@ -22,10 +22,13 @@ struct BufferArg {
   // A Uint16Array of bf16 values (a prepacked bf16 matrix, or a checkpoint's
   // tensor kept in bf16), where the op takes one.
   bool bf16 = false;
+  // An Int8Array (a matrix packed in int8), where the op takes one.
+  bool int8 = false;
 
   const float* floats() const { return static_cast<const float*>(data); }
   const uint16_t* halves() const { return static_cast<const uint16_t*>(data); }
-  int64_t elementBytes() const { return bf16 ? 2 : 4; }
+  const int8_t* bytes() const { return static_cast<const int8_t*>(data); }
+  int64_t elementBytes() const { return int8 ? 1 : bf16 ? 2 : 4; }
   float* mutableFloats() const { return static_cast<float*>(const_cast<void*>(data)); }
 };
 

@@ -16,7 +16,8 @@
 #define MHSA_MATMUL_FIELDS(X)                                                                        \
   X(shape, a, "a.shape") X(shape, b, "b.shape") X(shape, c, "c.shape") X(shape, out, "out.shape")    \
   X(flag, transposeA, "transposeA") X(flag, transposeB, "transposeB") X(number, alpha, "alpha")      \
-  X(number, beta, "beta") X(flag, bPacked, "bPacked") X(flag, bBf16, "bBf16")
+  X(number, beta, "beta") X(flag, bPacked, "bPacked") X(flag, bBf16, "bBf16")                \
+  X(flag, bInt8, "bInt8")
 
 // layerNormMatmul: matmul's fields, then these.
 #define MHSA_LAYER_NORM_MATMUL_EXTRA_FIELDS(X) X(number, eps, "eps")
@@ -41,9 +42,10 @@
 #define MHSA_LAYER_NORM_FIELDS(X) \
   X(shape, x, "x.shape") X(shape, out, "out.shape") X(number, eps, "eps") X(flag, rms, "rms")
 
-#define MHSA_PACKED_SIZE_FIELDS(X) X(shape, b, "b.shape") X(flag, bf16, "bf16")
+#define MHSA_PACKED_SIZE_FIELDS(X) X(shape, b, "b.shape") X(flag, bf16, "bf16") X(flag, int8, "int8")
 
-#define MHSA_PACK_MATRIX_FIELDS(X) X(shape, b, "b.shape") X(flag, transpose, "transpose") X(flag, bf16, "bf16")
+#define MHSA_PACK_MATRIX_FIELDS(X) \
+  X(shape, b, "b.shape") X(flag, transpose, "transpose") X(flag, bf16, "bf16") X(flag, int8, "int8")
 
 // layout: 0 bhsd, 1 bshd. positions.shape is rank 0 when positions is absent.
 #define MHSA_ROPE_FIELDS(X)                                                                           \

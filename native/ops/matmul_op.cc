@@ -6,6 +6,7 @@
 
 #include "../kernels/gemm_bf16.h"
 #include "../kernels/gemm_blas.h"
+#include "../kernels/gemm_int8.h"
 #include "../runtime/thread_pool.h"
 #include "descriptor.h"
 #include "descriptor_layouts.h"
@@ -32,13 +33,20 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
       return error("a packed b must be 2-D and not transposed (transpose when packing)");
     if (elementCount(args.b) < 0)
       return error("packed b's shape " + shapeToString(args.b) + " is too large");
-    const int64_t expected = args.bBf16 ? packedBf16Size(args.b[0], args.b[1]) : packedBSize(args.b[0], args.b[1]);
+    if (args.bBf16 && args.bInt8) return error("b cannot be packed in both bf16 and int8");
+    if (args.bInt8 && args.b[0] > kInt8MaxDepth)
+      return error("an int8 b has a depth K of at most " + std::to_string(kInt8MaxDepth) + ", received " +
+                   std::to_string(args.b[0]));
+    const int64_t expected = args.bInt8   ? packedInt8Bytes(args.b[0], args.b[1])
+                             : args.bBf16 ? packedBf16Size(args.b[0], args.b[1])
+                                          : packedBSize(args.b[0], args.b[1]);
+    const char* unit = args.bInt8 ? " bytes" : args.bBf16 ? " bf16 values" : " floats";
     if (args.bLength != expected)
-      return error("packed b holds " + std::to_string(args.bLength) + (args.bBf16 ? " bf16 values" : " floats") +
-                   ", expected " + std::to_string(expected) + " for " + shapeToString(args.b) +
-                   (args.bBf16 ? " packed in bf16" : " packed for this CPU"));
-  } else if (args.bBf16) {
-    return error("a bf16 b must be prepacked");
+      return error("packed b holds " + std::to_string(args.bLength) + unit + ", expected " + std::to_string(expected) +
+                   " for " + shapeToString(args.b) +
+                   (args.bInt8 ? " packed in int8" : args.bBf16 ? " packed in bf16" : " packed for this CPU"));
+  } else if (args.bBf16 || args.bInt8) {
+    return error(std::string("a ") + (args.bInt8 ? "int8" : "bf16") + " b must be prepacked");
   } else if (!(st = checkLength(args.fn, "b", args.b, args.bLength)).ok()) {
     return st;
   }
@@ -96,6 +104,7 @@ Status planMatmul(const MatmulArgs& args, MatmulPlan* plan) {
   plan->hasC = args.hasC;
   plan->bPacked = args.bPacked;
   plan->bBf16 = args.bBf16;
+  plan->bInt8 = args.bInt8;
   if (args.hasC) {
     const Shape full = broadcastStrides(args.c, result);
     plan->cBatchStrides.assign(full.begin(), full.end() - 2);
@@ -182,7 +191,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   // it to each tile as it first writes it: no pass over out beforehand. Not
   // with a system BLAS, which takes c only as out's starting value.
   const bool biasRow = accumulate && beta == 1.0f && c != out && plan.cRowStride == 0 && plan.cColStride == 1 &&
-                       allZero(plan.cBatchStrides) && (systemBlasName() == nullptr || plan.bBf16);
+                       allZero(plan.cBatchStrides) && (systemBlasName() == nullptr || plan.bBf16 || plan.bInt8);
   if (accumulate && !biasRow) applyBetaC(plan, c, out, beta);
   if (biasRow) accumulate = false;
 
@@ -211,18 +220,23 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
     return q;
   };
 
-  // A bf16 weight: rows of every entry folded into M where they lie evenly
-  // (as below), else one product per entry, each over the pool.
-  if (plan.bBf16) {
+  // A bf16 or int8 weight: rows of every entry folded into M where they lie
+  // evenly (as below), else one product per entry, each over the pool.
+  if (plan.bBf16 || plan.bInt8) {
+    auto run = [&](const GemmProblem& g) {
+      if (plan.bInt8)
+        gemmInt8(Int8Problem{g.m, g.n, g.k, g.alpha, g.a, reinterpret_cast<const int8_t*>(b), g.out, g.outRowStride,
+                             g.accumulate, g.bias});
+      else
+        gemmBf16(g);
+    };
     if (contiguousRows(plan)) {
       p.m = plan.m * plan.batchCount;
       p.a.rowStride = plan.k;
-      gemmBf16(p);
+      run(p);
       return;
     }
-    for (int64_t index = 0; index < plan.batchCount; ++index) {
-      gemmBf16(entry(index));
-    }
+    for (int64_t index = 0; index < plan.batchCount; ++index) run(entry(index));
     return;
   }
 
@@ -280,10 +294,12 @@ Status prepareProduct(const char* fn, const Descriptor& desc, const BufferArg& a
   const double beta = f.beta;
   args.bPacked = f.bPacked;
   args.bBf16 = f.bBf16;
-  if (b.bf16 != f.bBf16)
-    return Status::typeError(std::string(fn) + (f.bBf16 ? ": b must be a Uint16Array (a matrix packed in bf16)"
-                                                         : ": b must be a Float32Array"));
-  if (a.bf16 || c.bf16 || out.bf16)
+  args.bInt8 = f.bInt8;
+  if (b.bf16 != f.bBf16 || b.int8 != f.bInt8)
+    return Status::typeError(std::string(fn) + (f.bInt8   ? ": b must be an Int8Array (a matrix packed in int8)"
+                                                : f.bBf16 ? ": b must be a Uint16Array (a matrix packed in bf16)"
+                                                          : ": b must be a Float32Array"));
+  if (a.bf16 || c.bf16 || out.bf16 || a.int8 || c.int8 || out.int8)
     return Status::typeError(std::string(fn) + ": a, c and out must be Float32Arrays");
   if (!isFiniteFloat(alpha) || !isFiniteFloat(beta))
     return Status::rangeError(std::string(fn) + ": alpha and beta must be finite float32 numbers");
@@ -321,6 +337,7 @@ Status prepareLayerNormMatmul(const Descriptor& desc, const BufferArg& a, const 
   const MatmulPlan& plan = call->plan;
   if (!plan.bPacked || plan.aColStride != 1)
     return Status::rangeError("layerNormMatmul: a must be row-major (no transposeA) and b prepacked");
+  if (plan.bInt8) return Status::rangeError("layerNormMatmul: b must be packed in float32 or bf16, not int8");
   if (plan.k > kGemmMaxLayerNormK)
     return Status::rangeError("layerNormMatmul: K must be at most " + std::to_string(kGemmMaxLayerNormK) +
                               ", received " + std::to_string(plan.k));

@@ -18,6 +18,7 @@ struct MatmulArgs {
   // packedBSize(K, N) floats, not K * N.
   bool bPacked = false;
   bool bBf16 = false;  // b is packed in bf16 (packWholeBBf16): bLength counts uint16 elements
+  bool bInt8 = false;  // b is packed in int8 (packWholeBInt8): bLength counts bytes
   int64_t aLength = 0, bLength = 0, cLength = 0, outLength = 0;
 };
 
@@ -31,6 +32,7 @@ struct MatmulPlan {
   bool hasC = false;
   bool bPacked = false;
   bool bBf16 = false;
+  bool bInt8 = false;
   int64_t batchCount = 0;
 };
 

@@ -14,7 +14,8 @@ Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
   if (s.size() != 2) return Status::rangeError("packMatrix: b must be 2-D, received " + shapeToString(s));
   if (elementCount(s) < 0)
     return Status::rangeError("packMatrix: b.shape " + shapeToString(s) + " is too large");
-  *floats = f.bf16 ? packedBf16Size(s[0], s[1]) : packedBSize(s[0], s[1]);
+  if (f.bf16 && f.int8) return Status::rangeError("packMatrix: bf16 and int8 are two dtypes; choose one");
+  *floats = f.int8 ? packedInt8Bytes(s[0], s[1]) : f.bf16 ? packedBf16Size(s[0], s[1]) : packedBSize(s[0], s[1]);
   return Status::success();
 }
 
@@ -28,17 +29,27 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
   MHSA_RETURN_IF_ERROR(checkLength(fn, "b", s, b.length));
   // The packed matrix is op(b): [K, N] = b's shape, or its transpose.
   const int64_t k = transpose ? s[1] : s[0], n = transpose ? s[0] : s[1];
-  if (out.bf16 != f.bf16)
-    return Status::typeError(f.bf16 ? "packMatrix: out must be a Uint16Array for bf16" : "packMatrix: out must be a Float32Array");
+  if (f.bf16 && f.int8) return Status::rangeError("packMatrix: bf16 and int8 are two dtypes; choose one");
+  if (out.bf16 != f.bf16 || out.int8 != f.int8)
+    return Status::typeError(f.int8   ? "packMatrix: out must be an Int8Array for int8"
+                             : f.bf16 ? "packMatrix: out must be a Uint16Array for bf16"
+                                      : "packMatrix: out must be a Float32Array");
+  if (b.int8) return Status::typeError("packMatrix: b must be a Float32Array or a Uint16Array of bf16 values");
   if (b.bf16 && !f.bf16)
     return Status::rangeError("packMatrix: a bf16 b packs only in bf16");
-  const int64_t want = f.bf16 ? packedBf16Size(k, n) : packedBSize(k, n);
+  if (f.int8 && k > kInt8MaxDepth)
+    return Status::rangeError("packMatrix: int8 packs a depth K of at most " + std::to_string(kInt8MaxDepth) +
+                              " (int32 sums), received " + std::to_string(k));
+  const int64_t want = f.int8 ? packedInt8Bytes(k, n) : f.bf16 ? packedBf16Size(k, n) : packedBSize(k, n);
   if (out.length != want)
-    return Status::rangeError("packMatrix: out must hold " + std::to_string(want) + (f.bf16 ? " bf16 values" : " floats") +
-                              ", received " + std::to_string(out.length));
+    return Status::rangeError("packMatrix: out must hold " + std::to_string(want) +
+                              (f.int8 ? " bytes" : f.bf16 ? " bf16 values" : " floats") + ", received " +
+                              std::to_string(out.length));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, out.elementBytes(), "b", b, b.elementBytes(), false));
   const int64_t rowStride = transpose ? 1 : s[1], colStride = transpose ? s[1] : 1;
   call->bf16 = f.bf16;
+  call->int8 = f.int8;
+  if (f.int8) call->out8 = static_cast<int8_t*>(const_cast<void*>(out.data));
   call->sourceBf16 = b.bf16;
   if (b.bf16)
     call->b16 = StridedBf16Matrix{b.halves(), rowStride, colStride};
@@ -53,7 +64,9 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
 
 void runCall(const PackCall& call) {
   ComputeScope computing;
-  if (!call.bf16) {
+  if (call.int8) {
+    packWholeBInt8(call.b, call.k, call.n, call.out8);
+  } else if (!call.bf16) {
     packWholeB(call.b, call.k, call.n, call.out);
   } else if (call.sourceBf16) {
     packWholeBBf16(call.b16, call.k, call.n, call.out16);

@@ -90,6 +90,18 @@ bool cpuHasAvx512Bf16() {
   return has;
 }
 
+bool cpuHasAvx512Vnni() {
+  static const bool has = [] {
+#if defined(MHSA_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__)) && !defined(MHSA_EMULATED_AVX512)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 11)) != 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
 bool cpuHasAmxBf16() {
   static const bool has = [] {
 #if defined(MHSA_HAVE_X86_KERNELS) && defined(__x86_64__) && defined(__linux__)

@@ -26,6 +26,11 @@ bool cpuHasPrefetchW();
 // AVX2, as its emulation covers the instruction. Detected once.
 bool cpuHasAvx512Bf16();
 
+// Whether the CPU runs AVX512_VNNI's VPDPBUSD (CPUID 7.0 ECX bit 11). Never
+// emulated: the int8 kernels that use it run only where the CPU has it.
+// Detected once.
+bool cpuHasAvx512Vnni();
+
 // Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22)
 // and the OS saves the tile state (XCR0 bits 17 and 18), on Linux. Asks the
 // OS for nothing. Detected once.

@@ -42,7 +42,7 @@ const BINDING_TESTS = ['isa-paths', 'async', 'lying-values', 'worker-threads'].m
  * Under wine: every op, the block and the decoder, async calls (on private copies), bad inputs,
  * PyTorch's outputs, and what the x64 package's binding tests check (every SIMD table, workers).
  */
-const WINDOWS_TESTS = ['matmul', 'softmax', 'attention', 'layernorm', 'prepack', 'rope', 'block', 'block-decoder', 'block-decoder-ops', 'async', 'bad-inputs', 'fixtures',
+const WINDOWS_TESTS = ['matmul', 'softmax', 'attention', 'layernorm', 'prepack', 'int8', 'rope', 'block', 'block-decoder', 'block-decoder-ops', 'async', 'bad-inputs', 'fixtures',
   'isa-paths', 'lying-values', 'worker-threads'].map((t) => `test/${t}.test.ts`);
 /**
  * Tests left out under wine, by name, each with why: all three need V8's C++ API, which the Windows

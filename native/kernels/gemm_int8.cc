@@ -1,0 +1,213 @@
+#include "gemm_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../runtime/cpu_features.h"
+#include "../runtime/thread_pool.h"
+#include "kernel_math.h"
+
+namespace mhsa {
+namespace {
+
+constexpr int64_t kSliverBytes = kInt8SliverColumns * kInt8DepthGroup;  // one group of one sliver
+
+int64_t groupsOf(int64_t k) { return (k + kInt8DepthGroup - 1) / kInt8DepthGroup; }
+int64_t paddedColumns(int64_t n) { return roundUp(n, kInt8SliverColumns); }
+
+// Round to nearest even by the float32 adder: exact for |v| < 2^22, the
+// same in every build (no dependence on SSE4.1's roundps or libm's
+// nearbyintf), and vectorized by the compiler. Without -ffast-math the sum is
+// never folded back to v.
+inline float roundEven(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (v + kMagic) - kMagic;
+}
+
+// The scale and multiplier of n values (stride apart): max|v| / 127 and
+// 127 / max|v|; both 0 for all zeros, NaN when a value is not finite.
+struct Quantizer {
+  float scale, inverse;
+};
+Quantizer quantizerOf(const float* v, int64_t n, int64_t stride) {
+  float lanes[8] = {};
+  bool finite = true;
+  int64_t i = 0;
+  if (stride == 1) {
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) {
+        const float x = std::fabs(v[i + l]);
+        finite = finite && x <= std::numeric_limits<float>::max();
+        lanes[l] = x > lanes[l] ? x : lanes[l];
+      }
+  }
+  for (; i < n; ++i) {
+    const float x = std::fabs(v[i * stride]);
+    finite = finite && x <= std::numeric_limits<float>::max();
+    lanes[0] = x > lanes[0] ? x : lanes[0];
+  }
+  float most = 0.0f;
+  for (float l : lanes) most = l > most ? l : most;
+  if (!finite) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
+  if (most == 0.0f) return {0.0f, 0.0f};
+  return {most / 127.0f, 127.0f / most};
+}
+
+inline int8_t quantize(float v, float inverse) {
+  const float r = roundEven(v * inverse);
+  return static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
+}
+
+}  // namespace
+
+int64_t packedInt8Bytes(int64_t k, int64_t n) {
+  const int64_t cols = paddedColumns(n);
+  return cols * groupsOf(k) * kInt8DepthGroup + cols * 4 + cols * 4;
+}
+
+PackedInt8View packedInt8View(const int8_t* packed, int64_t k, int64_t n) {
+  const int64_t cols = paddedColumns(n), groups = groupsOf(k);
+  const int8_t* sums = packed + cols * groups * kInt8DepthGroup;
+  return {packed, reinterpret_cast<const int32_t*>(sums), reinterpret_cast<const float*>(sums + cols * 4), groups};
+}
+
+void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed) {
+  const int64_t cols = paddedColumns(n), groups = groupsOf(k);
+  int8_t* tail = packed + cols * groups * kInt8DepthGroup;
+  int32_t* sums = reinterpret_cast<int32_t*>(tail);
+  float* scales = reinterpret_cast<float*>(tail + cols * 4);
+  parallelFor(cols / kInt8SliverColumns, [&](int64_t s) {
+    int8_t* sliver = packed + s * groups * kSliverBytes;
+    std::memset(sliver, 0, static_cast<size_t>(groups * kSliverBytes));
+    for (int64_t c = 0; c < kInt8SliverColumns; ++c) {
+      const int64_t j = s * kInt8SliverColumns + c;
+      if (j >= n) {
+        sums[j] = 0;
+        scales[j] = 0.0f;
+        continue;
+      }
+      const float* column = b.data + j * b.colStride;
+      const Quantizer q = quantizerOf(column, k, b.rowStride);
+      int32_t sum = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        const int8_t v = quantize(column[d * b.rowStride], q.inverse);
+        sliver[(d / kInt8DepthGroup) * kSliverBytes + c * kInt8DepthGroup + d % kInt8DepthGroup] = v;
+        sum += v;
+      }
+      sums[j] = sum;
+      scales[j] = q.scale;
+    }
+  });
+}
+
+namespace {
+
+// The portable tile: plain int32 loops.
+void portableTile(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc, int mr) {
+  for (int i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < kInt8SliverColumns; ++j) acc[i * kInt8SliverColumns + j] = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int8_t* a = ap + g * mr * kInt8DepthGroup;
+    const int8_t* b = bp + g * kSliverBytes;
+    for (int i = 0; i < rows; ++i) {
+      int32_t* row = acc + i * kInt8SliverColumns;
+      const int8_t* ai = a + i * kInt8DepthGroup;
+      for (int64_t j = 0; j < kInt8SliverColumns; ++j) {
+        const int8_t* bj = b + j * kInt8DepthGroup;
+        row[j] += ai[0] * bj[0] + ai[1] * bj[1] + ai[2] * bj[2] + ai[3] * bj[3];
+      }
+    }
+  }
+}
+
+constexpr int kPortableMr = 4;
+void portableTile4(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc) {
+  portableTile(groups, ap, rows, bp, acc, kPortableMr);
+}
+const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4};
+
+// Rows [r0, r1) of a (at most mr) quantized into the packed A tile at dst
+// (per group: mr rows x 4 bytes; rows past r1 and depths past k are zero),
+// with each row's scale.
+void packATile(const Int8Problem& p, const Int8Kernels& kk, int64_t r0, int64_t r1, int64_t groups, int8_t* dst,
+               float* scales) {
+  std::memset(dst, 0, static_cast<size_t>(groups * kk.mr * kInt8DepthGroup));
+  const int8_t bias = kk.unsignedA ? int8_t(-128) : int8_t(0);  // + 128 as a u8 is a flip of the sign bit
+  for (int64_t i = r0; i < r1; ++i) {
+    const float* row = p.a.data + i * p.a.rowStride;
+    const Quantizer q = quantizerOf(row, p.k, p.a.colStride);
+    scales[i - r0] = q.scale;
+    int8_t* out = dst + (i - r0) * kInt8DepthGroup;
+    for (int64_t d = 0; d < p.k; ++d)
+      out[(d / kInt8DepthGroup) * kk.mr * kInt8DepthGroup + d % kInt8DepthGroup] =
+          static_cast<int8_t>(quantize(row[d * p.a.colStride], q.inverse) ^ bias);
+    if (kk.unsignedA)  // the padding depths hold 0 + 128 too: their B bytes are 0
+      for (int64_t d = p.k; d < groups * kInt8DepthGroup; ++d)
+        out[(d / kInt8DepthGroup) * kk.mr * kInt8DepthGroup + d % kInt8DepthGroup] = bias;
+  }
+}
+
+}  // namespace
+
+const Int8Kernels& int8Kernels() {
+  static const Int8Kernels* const selected = [] {
+    const Int8Kernels* list[3];
+    return availableInt8Kernels(list, 3) > 0 ? list[0] : &kPortableInt8;
+  }();
+  return *selected;
+}
+
+int availableInt8Kernels(const Int8Kernels** list, int capacity) {
+  int count = 0;
+#if defined(MHSA_HAVE_X86_KERNELS)
+  const Isa isa = selectedIsa();
+#if !defined(MHSA_EMULATED_AVX512)
+  if (count < capacity && isa == Isa::Avx512 && cpuHasAvx512Vnni()) list[count++] = &avx512VnniInt8Kernels();
+#endif
+  if (count < capacity && isa >= Isa::Avx2) list[count++] = &avx2Int8Kernels();
+#endif
+  if (count < capacity) list[count++] = &kPortableInt8;
+  return count;
+}
+
+void gemmInt8(const Int8Problem& p, const Int8Kernels& kk) {
+  if (p.m <= 0 || p.n <= 0) return;
+  const PackedInt8View b = packedInt8View(p.packed, p.k, p.n);
+  const int64_t groups = b.groups, mr = kk.mr;
+  const int64_t rowTiles = (p.m + mr - 1) / mr, slivers = paddedColumns(p.n) / kInt8SliverColumns;
+  const int64_t tileBytes = groups * mr * kInt8DepthGroup;
+  std::vector<int8_t> aq(static_cast<size_t>(rowTiles * tileBytes));
+  std::vector<float> aScales(static_cast<size_t>(rowTiles * mr));
+  parallelFor(rowTiles, [&](int64_t t) {
+    packATile(p, kk, t * mr, std::min(p.m, (t + 1) * mr), groups, aq.data() + t * tileBytes, aScales.data() + t * mr);
+  });
+  // A task is one sliver against every row tile: the sliver stays in L1 while
+  // the packed A streams from L2.
+  parallelFor(slivers, [&](int64_t s) {
+    for (int64_t t = 0; t < rowTiles; ++t) {
+      const int rows = static_cast<int>(std::min(mr, p.m - t * mr));
+      alignas(64) int32_t acc[16 * kInt8SliverColumns];
+      kk.tile(groups, aq.data() + t * tileBytes, rows, b.slivers + s * groups * kSliverBytes, acc);
+      const int64_t j0 = s * kInt8SliverColumns, cols = std::min(kInt8SliverColumns, p.n - j0);
+      const int32_t* sums = b.sums + j0;
+      const float* sw = b.scales + j0;
+      for (int i = 0; i < rows; ++i) {
+        const float sa = aScales[t * mr + i];
+        float* out = p.out + (t * mr + i) * p.outRowStride + j0;
+        const int32_t* row = acc + i * kInt8SliverColumns;
+        for (int64_t j = 0; j < cols; ++j) {
+          const int32_t sum = kk.unsignedA ? row[j] - 128 * sums[j] : row[j];
+          float r = p.alpha * (static_cast<float>(sum) * (sa * sw[j]));
+          if (p.accumulate) r = r + out[j];
+          if (p.bias) r = r + p.bias[j0 + j];
+          out[j] = r;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace mhsa

@@ -1,0 +1,81 @@
+// int8 products: a weight quantized once per output column, activations
+// quantized per row as each product starts, int32 sums, a float epilogue.
+// The scheme and its reasons: docs/design/int8.md.
+//
+//   w_q[k][j] = round(w[k][j] * 127 / max_k |w[.][j]|)      (int8, |w_q| <= 127)
+//   a_q[i][k] = round(a[i][k] * 127 / max_k |a[i][.]|)      (int8, |a_q| <= 127)
+//   out[i][j] = alpha * (float(sum_k a_q * w_q) * (sa[i] * sw[j]))  (+ out if accumulate)  (+ bias[j])
+//
+// with sa = max|a row| / 127 and sw = max|w column| / 127, each step rounded
+// to float32 as written (round: to nearest even, in float32 after the
+// multiply). The sums are exact in int32, so every kernel gives the same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "gemm.h"
+
+namespace mhsa {
+
+// Columns per packed sliver, and depths per group: a sliver holds, for each
+// group of 4 depths, 32 columns x 4 int8 (the operand of VPDPBUSD).
+constexpr int64_t kInt8SliverColumns = 32;
+constexpr int64_t kInt8DepthGroup = 4;
+// The deepest product: |sum| <= 255 * 127 * k must stay below 2^31.
+constexpr int64_t kInt8MaxDepth = 65536;
+
+// Bytes of a packed k x n int8 matrix: the slivers, then each padded
+// column's int32 sum of its values, then its float scale.
+int64_t packedInt8Bytes(int64_t k, int64_t n);
+
+// Quantizes and packs op(B) (k x n, floats). Non-finite values make their
+// column's scale non-finite, and so its outputs.
+void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed);
+
+// A packed matrix's parts.
+struct PackedInt8View {
+  const int8_t* slivers;   // sliver s at s * groups * 128 bytes
+  const int32_t* sums;     // per padded column: sum over k of w_q
+  const float* scales;     // per padded column: sw
+  int64_t groups;          // ceil(k / 4)
+};
+PackedInt8View packedInt8View(const int8_t* packed, int64_t k, int64_t n);
+
+// The kernels an int8 product runs on, chosen at run time (int8Kernels()).
+//  tile: rows (1..mr) x 32 int32 sums, acc[i * 32 + j] = sum over the groups
+//   of A's packed rows (ap: per group, mr rows x 4 bytes) times one sliver.
+//  unsignedA: A's bytes are a_q + 128 (VPDPBUSD multiplies unsigned by
+//   signed); the driver subtracts 128 * sums[j].
+struct Int8Kernels {
+  const char* name;
+  int mr;
+  bool unsignedA;
+  void (*tile)(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc);
+};
+
+// "avx512vnni", "avx2" or "portable": the best this CPU runs, lowered by
+// MHSA_ISA as the float table is.
+const Int8Kernels& int8Kernels();
+// The kernels of each path this CPU runs, best first (the tests try each).
+int availableInt8Kernels(const Int8Kernels** list, int capacity);
+
+// out (row stride outRowStride) = the product of a (m x k, strided) and a
+// packed int8 matrix, over the thread pool. bias may be null.
+struct Int8Problem {
+  int64_t m, n, k;
+  float alpha;
+  StridedMatrix a;
+  const int8_t* packed;
+  float* out;
+  int64_t outRowStride;
+  bool accumulate;
+  const float* bias;
+};
+void gemmInt8(const Int8Problem& p, const Int8Kernels& kernels);
+inline void gemmInt8(const Int8Problem& p) { gemmInt8(p, int8Kernels()); }
+
+// Per-ISA paths (x86 builds only).
+const Int8Kernels& avx512VnniInt8Kernels();
+const Int8Kernels& avx2Int8Kernels();
+
+}  // namespace mhsa

@@ -1,0 +1,70 @@
+// The int8 tile on AVX512_VNNI: VPDPBUSD multiplies 4 unsigned bytes of A by
+// 4 signed bytes of B and adds the 4 products into each int32 lane. A tile of
+// up to 12 rows x 32 columns holds 24 accumulators, as the float kernel does;
+// each group of 4 depths loads two vectors of the sliver and broadcasts one
+// 32-bit word per row. Compiled with the AVX-512 flags, and VNNI by a target
+// attribute (the CPU check is cpuHasAvx512Vnni). Not in the emulated AVX-512
+// test build, whose SIMDe lacks VPDPBUSD: there the CPU check says no.
+#if !defined(MHSA_EMULATED_AVX512)
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "gemm_int8.h"
+
+namespace mhsa {
+namespace {
+
+constexpr int kMr = 12;
+
+#define MHSA_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+template <int R>
+MHSA_VNNI void tileRows(int64_t groups, const int8_t* ap, const int8_t* bp, int32_t* acc) {
+  // Every loop over rows unrolled: GCC keeps an array of vectors in registers
+  // only when each index is a constant (docs/design/gemm-blocking.md).
+  __m512i sum[R][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) sum[i][0] = sum[i][1] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m512i b0 = _mm512_loadu_si512(bp);
+    const __m512i b1 = _mm512_loadu_si512(bp + 64);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      int32_t word;
+      std::memcpy(&word, ap + 4 * i, 4);
+      const __m512i a = _mm512_set1_epi32(word);
+      sum[i][0] = _mm512_dpbusd_epi32(sum[i][0], a, b0);
+      sum[i][1] = _mm512_dpbusd_epi32(sum[i][1], a, b1);
+    }
+    ap += 4 * kMr;
+    bp += 128;
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+    _mm512_storeu_si512(acc + 32 * i, sum[i][0]);
+    _mm512_storeu_si512(acc + 32 * i + 16, sum[i][1]);
+  }
+}
+
+MHSA_VNNI void tile(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc) {
+  switch (rows) {
+#define MHSA_INT8_CASE(R) \
+  case R: return tileRows<R>(groups, ap, bp, acc);
+    MHSA_INT8_CASE(12) MHSA_INT8_CASE(1) MHSA_INT8_CASE(2) MHSA_INT8_CASE(3) MHSA_INT8_CASE(4) MHSA_INT8_CASE(5)
+    MHSA_INT8_CASE(6) MHSA_INT8_CASE(7) MHSA_INT8_CASE(8) MHSA_INT8_CASE(9) MHSA_INT8_CASE(10) MHSA_INT8_CASE(11)
+#undef MHSA_INT8_CASE
+    default: return;
+  }
+}
+
+const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile};
+
+}  // namespace
+
+const Int8Kernels& avx512VnniInt8Kernels() { return kKernels; }
+
+}  // namespace mhsa
+
+#endif  // !MHSA_EMULATED_AVX512

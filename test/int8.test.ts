@@ -1,0 +1,146 @@
+/**
+ * int8 weights: prepack(w, { dtype: 'int8' }) and matmul against it. Each
+ * product gives the bits of a scalar reference of the scheme written here from
+ * its definition (docs/design/int8.md): per-column weight scales, per-row
+ * activation scales, integer sums, then alpha, c and the bias in float32. The
+ * native tests run the same comparison on every kernel this CPU has; here it
+ * covers the options, batches, async and bad input, and the error against
+ * float64 that the scheme promises.
+ */
+import { info, matmul, matmulAsync, PackedMatrix, prepack, prepackAsync, type Bf16Tensor, type Tensor } from '../lib';
+import { expectBitEqual, expectClose, pick, pickSeed, poisoned, randomFloat32, rngFor, SIZES, type Rng } from './helpers/random';
+import { refMatmul } from './helpers/reference';
+
+const SEED = pickSeed();
+const f = Math.fround;
+
+function roundEven(x: number): number {
+  const floor = Math.floor(x), frac = x - floor;
+  if (frac !== 0.5) return frac < 0.5 ? floor : floor + 1;
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
+/** max|v| / 127 and the values quantized to [-127, 127], as the scheme defines them. */
+function quantize(values: number[]): { scale: number; q: number[] } {
+  if (values.some((v) => !Number.isFinite(v))) {
+    return { scale: NaN, q: values.map((v) => (Number.isFinite(v) ? 0 : -127)) };
+  }
+  const most = values.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  if (most === 0) return { scale: 0, q: values.map(() => 0) };
+  const inverse = f(127 / most);
+  return { scale: f(most / 127), q: values.map((v) => Math.max(-127, Math.min(127, roundEven(f(v * inverse))))) };
+}
+
+/** The scheme's product of a [M, K] (rows as given) and w [K, N], then alpha, c (beta) and out's start. */
+function refInt8(a: number[][], w: number[][], alpha: number, bias?: Float32Array, start?: Float32Array): Float32Array {
+  const K = w.length, N = w[0].length;
+  const cols = Array.from({ length: N }, (_, j) => quantize(w.map((row) => row[j])));
+  const out = new Float32Array(a.length * N);
+  a.forEach((rowValues, i) => {
+    const row = quantize(rowValues);
+    for (let j = 0; j < N; j++) {
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += row.q[k] * cols[j].q[k];
+      let r = f(f(alpha) * f(f(sum) * f(row.scale * cols[j].scale)));
+      if (start) r = f(r + start[i * N + j]);
+      if (bias) r = f(r + bias[j]);
+      out[i * N + j] = r;
+    }
+  });
+  return out;
+}
+
+const rowsOf = (data: Float32Array, rows: number, cols: number) =>
+  Array.from({ length: rows }, (_, i) => Array.from(data.subarray(i * cols, (i + 1) * cols)));
+
+function gaussian(rng: Rng, n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.sqrt(-2 * Math.log(1 - rng())) * Math.cos(2 * Math.PI * rng());
+  return out;
+}
+
+describe(`int8 weights (seed ${SEED}, kernels ${info().int8})`, () => {
+  test('products give the scheme bits: awkward sizes, a bias, alpha, transposed packing, poisoned out', () => {
+    const rng = rngFor(SEED, 'bits');
+    for (let i = 0; i < 14; i++) {
+      const [M, K, N] = [pick(rng, SIZES), pick(rng, [...SIZES, 1000]), pick(rng, SIZES)];
+      const a = randomFloat32(rng, M * K);
+      const w = randomFloat32(rng, K * N); // [K, N]
+      const wt = new Float32Array(K * N); // [N, K], a Linear weight
+      for (let k = 0; k < K; k++) for (let j = 0; j < N; j++) wt[j * K + k] = w[k * N + j];
+      const transpose = i % 2 === 1;
+      const packed = transpose ? prepack({ data: wt, shape: [N, K] }, { transpose, dtype: 'int8' }) : prepack({ data: w, shape: [K, N] }, { dtype: 'int8' });
+      expect(packed).toBeInstanceOf(PackedMatrix);
+      expect([packed.dtype, packed.shape, packed.data instanceof Int8Array]).toEqual(['int8', [K, N], true]);
+      const bias = i % 3 === 0 ? randomFloat32(rng, N) : undefined;
+      const alpha = i % 4 === 0 ? 0.37 : 1;
+      const out = { data: poisoned(M * N), shape: [M, N] };
+      matmul({ data: a, shape: [M, K] }, packed, { c: bias && { data: bias, shape: [N] }, alpha, out });
+      const label = `[${M},${K}]·[${K},${N}] transpose=${transpose} alpha=${alpha} bias=${!!bias}`;
+      expectBitEqual(out.data, refInt8(rowsOf(a, M, K), rowsOf(w, K, N), alpha, bias), { seed: SEED, label });
+    }
+  });
+
+  test('c with beta, a transposed, batched a (folded into rows, and entry by entry), a row of zeros, a non-finite row', () => {
+    const rng = rngFor(SEED, 'options');
+    const [B, M, K, N] = [2, 17, 65, 63];
+    const w = randomFloat32(rng, K * N);
+    const packed = prepack({ data: w, shape: [K, N] }, { dtype: 'int8' });
+    const a = randomFloat32(rng, B * M * K);
+    a.fill(0, 0, K); // entry 0, row 0
+    a[(M + 3) * K + 5] = Infinity; // entry 1, row 3
+    const rows = rowsOf(a, B * M, K);
+    const c = randomFloat32(rng, B * M * N);
+    const want = refInt8(rows, rowsOf(w, K, N), 1, undefined, c.map((v) => f(0.5 * v)));
+    const got = matmul({ data: a, shape: [B, M, K] }, packed, { c: { data: c, shape: [B, M, N] }, beta: 0.5 });
+    expectBitEqual(got.data, want, { seed: SEED, label: 'c with beta 0.5, batched' });
+    expect(Number.isNaN(got.data[(M + 3) * N])).toBe(true);
+    // a transposed: [B, K, M] read as [B, M, K], one entry at a time.
+    const at = new Float32Array(B * K * M);
+    for (let b = 0; b < B; b++) for (let i = 0; i < M; i++) for (let k = 0; k < K; k++) at[b * K * M + k * M + i] = a[b * M * K + i * K + k];
+    const out = { data: poisoned(B * M * N), shape: [B, M, N] };
+    matmul({ data: at, shape: [B, K, M] }, packed, { transposeA: true, out });
+    expectBitEqual(out.data, refInt8(rows, rowsOf(w, K, N), 1), { seed: SEED, label: 'a transposed, batched' });
+  });
+
+  test('within the scheme’s error of float64: N(0, 1) operands at K 768 and 3072', () => {
+    const rng = rngFor(SEED, 'accuracy');
+    for (const K of [768, 3072]) {
+      const [M, N] = [33, 96];
+      const a: Tensor = { data: gaussian(rng, M * K), shape: [M, K] };
+      const w: Tensor = { data: gaussian(rng, N * K), shape: [N, K] };
+      const got = matmul(a, prepack(w, { transpose: true, dtype: 'int8' }));
+      const ref = refMatmul(a.data, a.shape, w.data, w.shape, { transposeB: true });
+      expectClose(got.data, ref.data, 1.5e-2, { seed: SEED, label: `K ${K}` });
+    }
+  });
+
+  test('async: prepackAsync packs the same bytes, matmulAsync gives the same bits', async () => {
+    const rng = rngFor(SEED, 'async');
+    const [M, K, N] = [65, 197, 63];
+    const w: Tensor = { data: randomFloat32(rng, N * K), shape: [N, K] };
+    const a: Tensor = { data: randomFloat32(rng, M * K), shape: [M, K] };
+    const packed = prepack(w, { transpose: true, dtype: 'int8' });
+    const later = await prepackAsync(w, { transpose: true, dtype: 'int8' });
+    expect(Buffer.from(later.data.buffer, later.data.byteOffset, later.data.byteLength).equals(
+      Buffer.from(packed.data.buffer, packed.data.byteOffset, packed.data.byteLength))).toBe(true);
+    const sync = matmul(a, packed);
+    expectBitEqual((await matmulAsync(a, later)).data, sync.data, { seed: SEED, label: 'matmulAsync' });
+  });
+
+  test('bad input: a bf16 b, a depth past int32 sums, a PackedMatrix whose data is not an Int8Array, a wrong length', () => {
+    const bf16: Bf16Tensor = { data: new Uint16Array(6), shape: [2, 3], dtype: 'bf16' };
+    expect(() => prepack(bf16 as unknown as Tensor, { dtype: 'int8' })).toThrow(new RangeError("prepack: a bf16 b packs only with dtype 'bf16' (load it widened to float32 for a float32 weight)"));
+    expect(() => prepack({ data: new Float32Array(65537), shape: [65537, 1] }, { dtype: 'int8' })).toThrow(
+      new RangeError('prepack: int8 packs a depth K of at most 65536, received 65537'),
+    );
+    expect(() => prepack({ data: new Float32Array(6), shape: [2, 3] }, { dtype: 'int4' as 'int8' })).toThrow(RangeError);
+    const a: Tensor = { data: new Float32Array(4), shape: [2, 2] };
+    const forged = new PackedMatrix(new Float32Array(64) as unknown as Int8Array, 2, 2, 'int8');
+    expect(() => matmul(a, forged)).toThrow(TypeError);
+    expect(() => matmul(a, forged)).toThrow('matmul: expected an Int8Array for b.data but received Float32Array(64)');
+    const short = new PackedMatrix(new Int8Array(10), 2, 2, 'int8');
+    const message = `matmul: packed b holds 10 bytes, expected ${prepack(a, { dtype: 'int8' }).data.length} for [2, 2] packed in int8`;
+    expect(() => matmul(a, short)).toThrow(expect.objectContaining({ name: 'RangeError', message }));
+  });
+});
