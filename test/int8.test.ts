@@ -7,7 +7,7 @@
  * covers the options, batches, async and bad input, and the error against
  * float64 that the scheme promises.
  */
-import { info, matmul, matmulAsync, PackedMatrix, prepack, prepackAsync, type Bf16Tensor, type Tensor } from '../lib';
+import { info, KVCache, matmul, matmulAsync, MultiHeadSelfAttention, PackedMatrix, prepack, prepackAsync, tensor, type Bf16Tensor, type Tensor } from '../lib';
 import { expectBitEqual, expectClose, pick, pickSeed, poisoned, randomFloat32, rngFor, SIZES, type Rng } from './helpers/random';
 import { refMatmul } from './helpers/reference';
 
@@ -143,4 +143,65 @@ describe(`int8 weights (seed ${SEED}, kernels ${info().int8})`, () => {
     const message = `matmul: packed b holds 10 bytes, expected ${prepack(a, { dtype: 'int8' }).data.length} for [2, 2] packed in int8`;
     expect(() => matmul(a, short)).toThrow(expect.objectContaining({ name: 'RangeError', message }));
   });
+});
+
+/** Cosine similarity of two vectors. */
+function cosine(x: Float32Array, y: Float32Array): number {
+  let xy = 0, xx = 0, yy = 0;
+  for (let i = 0; i < x.length; i++) {
+    xy += x[i] * y[i];
+    xx += x[i] * x[i];
+    yy += y[i] * y[i];
+  }
+  return xy / Math.sqrt(xx * yy);
+}
+
+describe(`MultiHeadSelfAttention with int8 projections (seed ${SEED})`, () => {
+  // A ViT-style block (LayerNorm, biases) and a LLaMA-style decoder layer
+  // (RMSNorm, grouped heads, RoPE, a cache), against the same block in float32.
+  const layers = [
+    { name: 'vit', dim: 96, heads: 4, kvHeads: 4, norm: 'layer' as const, bias: true },
+    { name: 'llama', dim: 64, heads: 4, kvHeads: 2, norm: 'rms' as const, bias: false },
+  ];
+  for (const l of layers) {
+    test(`${l.name}: cosine ≥ 0.999 and within 2e-2 of float32; async the same bits`, async () => {
+      const rng = rngFor(SEED, `block ${l.name}`);
+      const dimHead = l.dim / l.heads;
+      const rows = (l.heads + 2 * l.kvHeads) * dimHead;
+      const inner = l.heads * dimHead;
+      const config = {
+        dim: l.dim,
+        heads: l.heads,
+        kvHeads: l.kvHeads,
+        norm: { type: l.norm, weight: tensor(randomFloat32(rng, l.dim).map((v) => 1 + 0.5 * v), [l.dim]) },
+        ...(l.norm === 'rms' ? { rope: { theta: 10000 } } : {}),
+        weights: {
+          qkvWeight: tensor(gaussian(rng, rows * l.dim).map((v) => v / Math.sqrt(l.dim)), [rows, l.dim]),
+          outWeight: tensor(gaussian(rng, l.dim * inner).map((v) => v / Math.sqrt(inner)), [l.dim, inner]),
+          ...(l.bias ? { qkvBias: tensor(randomFloat32(rng, rows).map((v) => 0.2 * v), [rows]) } : {}),
+        },
+      };
+      const q8 = new MultiHeadSelfAttention({ ...config, dtype: 'int8' });
+      const full = new MultiHeadSelfAttention(config);
+      const [B, T] = [2, 17];
+      const x = tensor(gaussian(rng, B * T * l.dim), [B, T, l.dim]);
+      const check = (got: Float32Array, want: Float32Array, label: string) => {
+        expect({ label, cosine: cosine(got, want) >= 0.999 }).toEqual({ label, cosine: true });
+        expectClose(got, want, 2e-2, { seed: SEED, label });
+      };
+      const causal = l.norm === 'rms';
+      const y = q8.forward(x, { causal });
+      check(y.data, full.forward(x, { causal }).data, `${l.name} against float32`);
+      expectBitEqual((await q8.forwardAsync(x, { causal })).data, y.data, { seed: SEED, label: `${l.name} async` });
+      if (l.norm !== 'rms') return;
+      // Decode: the prompt, then three single tokens, each against the cache.
+      const caches = [q8, full].map(() => new KVCache({ batch: 1, kvHeads: l.kvHeads, headDim: dimHead, maxLength: 32 }));
+      const prompt = tensor(gaussian(rng, 9 * l.dim), [1, 9, l.dim]);
+      check(q8.forward(prompt, { cache: caches[0], causal: true }).data, full.forward(prompt, { cache: caches[1], causal: true }).data, 'prompt');
+      for (let step = 0; step < 3; step++) {
+        const token = tensor(gaussian(rng, l.dim), [1, 1, l.dim]);
+        check(q8.forward(token, { cache: caches[0], causal: true }).data, full.forward(token, { cache: caches[1], causal: true }).data, `step ${step}`);
+      }
+    });
+  }
 });

@@ -5,6 +5,7 @@
  */
 import { formatShape, rangeError } from '../errors';
 import { LAYER_NORM_MATMUL_MAX_K, type RowLayerNorm } from '../matmul';
+import { widenBf16 } from '../bf16';
 import { prepack, type PackedMatrix } from '../prepack';
 import { checkBf16Tensor, checkExactShape, checkTensor, isBf16Tensor, type Bf16Tensor, type CheckedTensor, type Tensor } from '../tensor';
 import { checkEps, checkObject, optBoolean, optEnum, optFiniteNumber, optNonNegativeInteger, optPositiveInteger, positiveInteger } from '../validate';
@@ -189,14 +190,17 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
     bo = { data: t.data, shape: t.shape };
     weightViews.push(['the weight config.weights.outBias', t.data]);
   }
-  const dtype = optEnum(fn, 'config.dtype', c.dtype, ['float32', 'bf16'] as const) ?? (isBf16Tensor(qkv) || isBf16Tensor(wo) ? 'bf16' : 'float32');
+  const dtype = optEnum(fn, 'config.dtype', c.dtype, ['float32', 'bf16', 'int8'] as const) ?? (isBf16Tensor(qkv) || isBf16Tensor(wo) ? 'bf16' : 'float32');
   for (const [name, t] of [['qkvWeight', qkv], ['outWeight', wo]] as const) {
     if (dtype === 'float32' && isBf16Tensor(t)) {
       throw rangeError(fn, `config.weights.${name} is a bf16 tensor, which packs only with config.dtype 'bf16', received dtype 'float32'`);
     }
   }
-  const packedQkv = prepack(qkv, { transpose: true, dtype });
-  const packedOut = wo ? prepack(wo, { transpose: true, dtype }) : undefined;
+  // int8 quantizes from float32: a kept bf16 weight is widened first.
+  const packed = (t: Tensor | Bf16Tensor) =>
+    dtype === 'int8' ? prepack(isBf16Tensor(t) ? widenBf16(t) : t, { transpose: true, dtype }) : prepack(t, { transpose: true, dtype });
+  const packedQkv = packed(qkv);
+  const packedOut = wo ? packed(wo) : undefined;
 
   let normWeight: Tensor | undefined;
   let normBias: Tensor | undefined;
@@ -213,8 +217,11 @@ export function checkConfig(fn: string, config: unknown): BlockWeights {
     }
   }
   const hasNorm = normWeight !== undefined;
+  // The LayerNorm fuses into the QKV product's packing of A, which int8 quantizes instead.
   const fusedNorm =
-    hasNorm && normType === 'layer' && dim <= LAYER_NORM_MATMUL_MAX_K ? { weight: normWeight, bias: normBias, eps } : undefined;
+    hasNorm && normType === 'layer' && dim <= LAYER_NORM_MATMUL_MAX_K && dtype !== 'int8'
+      ? { weight: normWeight, bias: normBias, eps }
+      : undefined;
   const inPlace: Array<[string, Float32Array | undefined]> = [
     ['config.weights.qkvBias', bqkv?.data],
     ['config.weights.outBias', bo?.data],

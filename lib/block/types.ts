@@ -57,8 +57,12 @@ export interface MultiHeadSelfAttentionConfig {
    * on the CPU's bf16 instructions (`info().bf16`) with the activations
    * rounded to bf16 and float32 sums. The norm, attention and the biases stay
    * float32. Default `'float32'`, or `'bf16'` when qkvWeight is a {@link Bf16Tensor}.
+   *
+   * `'int8'` quantizes them per output feature instead (a quarter of the
+   * memory; see prepack's `dtype`), and each projection quantizes its input
+   * rows as it runs: about 1 % from float32 (docs/api.md, "int8 weights").
    */
-  dtype?: 'float32' | 'bf16';
+  dtype?: 'float32' | 'bf16' | 'int8';
 }
 
 /** Options of {@link MultiHeadSelfAttention.forward} and {@link MultiHeadSelfAttention.forwardAsync}. */
@@ -128,9 +132,10 @@ export interface MultiHeadSelfAttentionFromTorchOptions {
    * The projections' weight type, as the config's `dtype`. Default `'bf16'`
    * when the q/k/v weights are {@link Bf16Tensor}s (a checkpoint loaded with
    * `loadSafetensors(..., { bf16: 'keep' })`), else `'float32'`. Kept bf16
-   * biases and norm weights are widened to float32.
+   * biases and norm weights are widened to float32. `'int8'` quantizes the
+   * projections (kept bf16 weights are widened first).
    */
-  dtype?: 'float32' | 'bf16';
+  dtype?: 'float32' | 'bf16' | 'int8';
 }
 
 /** A state dict: parameter name → tensor, as `torch.nn.Module.state_dict()` or {@link loadSafetensors} gives (an object or a Map). */

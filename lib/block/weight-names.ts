@@ -44,7 +44,7 @@ export function configFromStateDict(
     prefix = opts.prefix === '' || opts.prefix.endsWith('.') ? opts.prefix : `${opts.prefix}.`;
   }
   const eps = checkEps(fn, 'options.eps', opts.eps);
-  const dtype = optEnum(fn, 'options.dtype', opts.dtype, ['float32', 'bf16'] as const);
+  const dtype = optEnum(fn, 'options.dtype', opts.dtype, ['float32', 'bf16', 'int8'] as const);
 
   const sd: Record<string, unknown> = types.isMap(stateDict) ? Object.fromEntries(stateDict) : (stateDict as Record<string, unknown>);
   const raw = (name: string): unknown =>
