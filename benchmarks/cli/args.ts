@@ -1,6 +1,6 @@
 /** Command-line options of mhsa-bench. A usage error throws {@link UsageError} (exit code 2). */
 import * as os from 'node:os';
-import { isBf16, selectWorkloads, suiteWorkloads, type Suite, type Workload } from './workloads';
+import { precisionOf, selectWorkloads, suiteWorkloads, type Suite, type Workload } from './workloads';
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -42,7 +42,7 @@ export interface Options {
   /** Internal (--child-row IMPL): run the one row of IMPL as a --fresh-process child, print it as JSON. */
   childRow?: string;
   /** --dtype: only the workloads whose weights mhsa holds in this type (undefined: all). */
-  dtype?: 'fp32' | 'bf16';
+  dtype?: 'fp32' | 'bf16' | 'int8';
   /** --backend: which addon mhsa runs on (bin/mhsa-bench.js sets MHSA_ADDON before lib/ loads). */
   backend: 'native' | 'wasm';
 }
@@ -82,8 +82,9 @@ Options:
   --fresh-process[=N]    time each row in N new processes of its own (default 3), as a
                          script that runs once meets the library (with --peers=mhsa-alloc:
                          the naive-user mode, every result allocated by the call)
-  --dtype fp32|bf16      only the workloads in float32, or those where mhsa's weights are
-                         bf16 (*_bf16: % of the bf16 peak; peers stay float32)
+  --dtype fp32|bf16|int8 only the workloads in float32, or those where mhsa's weights are
+                         bf16 (*_bf16: % of the bf16 peak) or int8 (*_int8: no % of peak);
+                         peers stay float32
   --backend native|wasm  the addon mhsa runs on: the native one (default) or the
                          WebAssembly one (@mhsa/wasm32, or a checkout's build-wasm/)
   --check                run every workload once at a small size and verify it; no timing
@@ -120,7 +121,7 @@ export function parseArgs(argv: readonly string[]): Options {
   let freshProcess = false;
   let freshProcessRounds = 3;
   let childRow: string | undefined;
-  let dtype: 'fp32' | 'bf16' | undefined;
+  let dtype: 'fp32' | 'bf16' | 'int8' | undefined;
   let backend: 'native' | 'wasm' = 'native';
 
   for (let i = 0; i < argv.length; i++) {
@@ -151,7 +152,7 @@ export function parseArgs(argv: readonly string[]): Options {
       }
       case '--dtype': {
         const v = value();
-        if (v !== 'fp32' && v !== 'bf16') throw new UsageError(`--dtype expects fp32 or bf16, received '${v}'`);
+        if (v !== 'fp32' && v !== 'bf16' && v !== 'int8') throw new UsageError(`--dtype expects fp32, bf16 or int8, received '${v}'`);
         dtype = v;
         break;
       }
@@ -260,8 +261,8 @@ export function parseArgs(argv: readonly string[]): Options {
     workloads = suiteWorkloads(check ? 'full' : suite);
   }
   if (dtype !== undefined) {
-    workloads = workloads.filter((w) => isBf16(w.problem) === (dtype === 'bf16'));
-    if (workloads.length === 0) throw new UsageError(`--dtype ${dtype} leaves no workload (the bf16 ones are in --suite full)`);
+    workloads = workloads.filter((w) => precisionOf(w.problem) === dtype);
+    if (workloads.length === 0) throw new UsageError(`--dtype ${dtype} leaves no workload (the bf16 and int8 ones are in --suite full)`);
   }
   return {
     workloads,

@@ -12,12 +12,12 @@ import { rowInChild } from './fresh-process';
 import { mhsaImpl } from './mhsa-impl';
 import { PEERS, type Impl, type Prepared } from './peers';
 import { pytorchMissing } from './peers/pytorch';
-import { BF16_TOLERANCE, buildReference, relativeError, TOLERANCE, type Reference } from './reference';
+import { BF16_TOLERANCE, buildReference, INT8_TOLERANCE, relativeError, TOLERANCE, type Reference } from './reference';
 import { renderChart } from './chart';
 import { renderSaved } from './from-json';
 import { formatTable, legend, SCHEMA, skipNotes, writeReportFile, type ImplInfo, type Peak, type Report, type Row } from './report';
 import { measure, measureInterleaved, once, type Measurement } from './runner';
-import { bytes, flops, isBf16, outputLength, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
+import { bytes, flops, outputLength, precisionOf, shapeString, WORKLOADS, type Problem, type Workload } from './workloads';
 
 /**
  * A warning when the start-up calibration shows other work on the machine: an
@@ -109,15 +109,23 @@ function calibrate(threads: number[], quick: boolean): Peak[] {
  * the FMA peak, or of the bf16 peak for mhsa's bf16 rows where the CPU
  * multiplies bf16 (peers on those rows compute in float32: theirs stays of the FMA peak).
  */
-function percentOfPeak(row: Row, peak: Peak): number {
+function percentOfPeak(row: Row, peak: Peak): number | null {
   if (row.metric === 'GB/s') return (100 * row.gbs!) / peak.gbs;
-  const bf16 = isBf16(row.problem) && (row.impl === 'mhsa' || row.impl === 'mhsa-alloc') && (peak.bf16Gflops ?? 0) > 0;
+  const mhsa = row.impl === 'mhsa' || row.impl === 'mhsa-alloc';
+  const precision = precisionOf(row.problem);
+  // No int8 peak is measured: an int8 row's rate has nothing to be a share of.
+  if (mhsa && precision === 'int8') return null;
+  const bf16 = mhsa && precision === 'bf16' && (peak.bf16Gflops ?? 0) > 0;
   return (100 * row.gflops!) / (bf16 ? peak.bf16Gflops! : peak.gflops);
 }
 
-/** The normwise tolerance of a problem's check: bf16 weights (and activations) round at 2^-9, far above float32's sums. */
+/**
+ * The normwise tolerance of a problem's check: bf16 weights (and activations)
+ * round at 2^-9, far above float32's sums; int8 quantizes at 1/254 of a row's or column's range.
+ */
 function toleranceOf(p: Problem): number {
-  return isBf16(p) ? BF16_TOLERANCE : TOLERANCE;
+  const precision = precisionOf(p);
+  return precision === 'int8' ? INT8_TOLERANCE : precision === 'bf16' ? BF16_TOLERANCE : TOLERANCE;
 }
 
 function describeProblemLine(w: Workload): string {

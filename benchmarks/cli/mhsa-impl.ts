@@ -107,7 +107,7 @@ export const mhsaImpl: Impl = {
   label: 'mhsa',
   maxThreads: 1024,
   timed: {
-    gemm: "matmul(a, b, { out }); for g_*w and g_*_bf16 b is prepack(b, { dtype: 'float32' | 'bf16' }) (untimed)",
+    gemm: "matmul(a, b, { out }); for g_*w, g_*_bf16 and g_*_int8 b is prepack(b, { dtype: 'float32' | 'bf16' | 'int8' }) (untimed)",
     softmax: 'softmax(x, { out })',
     attention:
       "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d]; " +
@@ -117,7 +117,7 @@ export const mhsaImpl: Impl = {
   },
   async load() {
     const i = info();
-    this.label = `mhsa ${i.version} (${i.isa}, bf16 ${i.bf16}${i.blas ? `, ${i.blas}` : ''})`;
+    this.label = `mhsa ${i.version} (${i.isa}, bf16 ${i.bf16}, int8 ${i.int8}${i.blas ? `, ${i.blas}` : ''})`;
     (this.timed as Record<string, string>).block = blockClass()
       ? 'new MultiHeadSelfAttention({ dim, heads, dimHead, weights, norm }).forward(x, { out }) (lib/block/multi-head-self-attention.ts: ' +
         'one fused QKV matmul with the LayerNorm applied as a is packed → attention reading q, k, v in place → output matmul + bias, ' +

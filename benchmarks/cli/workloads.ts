@@ -15,8 +15,8 @@ export interface GemmProblem {
   M: number;
   K: number;
   N: number;
-  /** B is a weight packed once (untimed): in float32, or in bf16 (mhsa's prepack dtype; peers keep float32). */
-  weight?: 'float32' | 'bf16';
+  /** B is a weight packed once (untimed): in float32, bf16 or int8 (mhsa's prepack dtype; peers keep float32). */
+  weight?: 'float32' | 'bf16' | 'int8';
 }
 
 /** Softmax along the last axis of a [rows, cols] matrix. */
@@ -63,8 +63,8 @@ export interface BlockProblem {
   dim: number;
   heads: number;
   dimHead: number;
-  /** The projections' weights in bf16 (mhsa's dtype 'bf16'; peers keep float32). */
-  dtype?: 'bf16';
+  /** The projections' weights in bf16 or int8 (mhsa's dtype; peers keep float32). */
+  dtype?: 'bf16' | 'int8';
 }
 
 /**
@@ -115,7 +115,7 @@ const sm = (rows: number, cols: number): SoftmaxProblem => ({ kind: 'softmax', r
 const attn = (
   B: number, H: number, Nq: number, Nkv: number, d: number, causal = false, extra: Partial<AttentionProblem> = {},
 ): AttentionProblem => ({ kind: 'attention', B, H, Nq, Nkv, d, causal, ...extra });
-const block = (B: number, N: number, dim: number, heads: number, dimHead: number, dtype?: 'bf16'): BlockProblem => ({
+const block = (B: number, N: number, dim: number, heads: number, dimHead: number, dtype?: BlockProblem['dtype']): BlockProblem => ({
   kind: 'block', B, N, dim, heads, dimHead, ...(dtype ? { dtype } : {}),
 });
 const decoder = (B: number, past: number, dim: number, heads: number, kvHeads: number, dimHead: number, dtype?: 'bf16'): DecoderProblem => ({
@@ -139,6 +139,8 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'g_qkv197_bf16', description: "g_qkv197w with mhsa's weight in bf16 (prepack dtype 'bf16'; peers in float32)", problem: gemm(197, 768, 2304, 'bf16'), small: gemm(13, 48, 144, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
   { name: 'g_qkv1024w', description: 'g_qkv1024 against a weight packed once (mhsa: prepack)', problem: gemm(1024, 768, 2304, 'float32'), small: gemm(64, 48, 144, 'float32'), suites: FULL, metric: 'GFLOP/s' },
   { name: 'g_qkv1024_bf16', description: "g_qkv1024w with mhsa's weight in bf16 (prepack dtype 'bf16'; peers in float32)", problem: gemm(1024, 768, 2304, 'bf16'), small: gemm(64, 48, 144, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv197_int8', description: "g_qkv197w with mhsa's weight in int8 (prepack dtype 'int8', activations quantized per row in the call; peers in float32)", problem: gemm(197, 768, 2304, 'int8'), small: gemm(13, 48, 144, 'int8'), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'g_qkv1024_int8', description: "g_qkv1024w with mhsa's weight in int8 (prepack dtype 'int8'; peers in float32)", problem: gemm(1024, 768, 2304, 'int8'), small: gemm(64, 48, 144, 'int8'), suites: FULL, metric: 'GFLOP/s' },
   { name: 's_512', description: 'row softmax 12*512 x 512', problem: sm(12 * 512, 512), small: sm(24, 37), suites: QUICK, metric: 'GB/s' },
   { name: 's_4096', description: 'row softmax 4096 x 4096', problem: sm(4096, 4096), small: sm(9, 301), suites: FULL, metric: 'GB/s' },
   { name: 'a_vit', description: 'SDPA B=1 H=12 N=197 d=64', problem: attn(1, 12, 197, 197, 64), small: attn(1, 3, 13, 13, 16), suites: QUICK, metric: 'GFLOP/s' },
@@ -157,6 +159,7 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'm_decode_bf16', description: "m_decode with mhsa's projection weights and KV cache in bf16 (peers in float32)", problem: decoder(1, 4096, 4096, 32, 8, 128, 'bf16'), small: decoder(2, 37, 40, 6, 2, 16, 'bf16'), suites: FULL, metric: 'GB/s' },
   { name: 'm_vit8', description: 'seed-004 ViT MHSA block, batch=8', problem: block(8, 197, 768, 12, 64), small: block(2, 9, 24, 3, 8), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit8_bf16', description: "m_vit8 with mhsa's projection weights in bf16 (dtype 'bf16'; peers in float32)", problem: block(8, 197, 768, 12, 64, 'bf16'), small: block(2, 9, 24, 3, 8, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
+  { name: 'm_vit8_int8', description: "m_vit8 with mhsa's projection weights in int8 (dtype 'int8'; peers in float32)", problem: block(8, 197, 768, 12, 64, 'int8'), small: block(2, 9, 24, 3, 8, 'int8'), suites: FULL, metric: 'GFLOP/s' },
 ];
 
 export function findWorkload(name: string): Workload | undefined {
@@ -206,13 +209,13 @@ export function visiblePairs(p: AttentionProblem): number {
   return pairs;
 }
 
-/** Whether mhsa runs the problem with bf16 weights or K and V: its % of peak is then of the bf16 peak, and its check looser. */
-export function isBf16(p: Problem): boolean {
-  return (
-    (p.kind === 'gemm' && p.weight === 'bf16') ||
-    (p.kind === 'attention' && p.kv === 'bf16') ||
-    ((p.kind === 'block' || p.kind === 'decoder') && p.dtype === 'bf16')
-  );
+/**
+ * The type mhsa holds the problem's weights (or K and V) in: with bf16 its % of
+ * peak is of the bf16 peak, with int8 of none measured, and either check is looser.
+ */
+export function precisionOf(p: Problem): 'fp32' | 'bf16' | 'int8' {
+  const t = p.kind === 'gemm' ? p.weight : p.kind === 'attention' ? p.kv : p.kind === 'block' || p.kind === 'decoder' ? p.dtype : undefined;
+  return t === 'bf16' || t === 'int8' ? t : 'fp32';
 }
 
 /** Bytes a memory-bound call must move at least (inputs read once, output written once). */
@@ -243,7 +246,7 @@ export function bytes(p: Problem): number {
 export function shapeString(p: Problem): string {
   switch (p.kind) {
     case 'gemm':
-      return `${p.M}x${p.K}x${p.N}${p.weight ? ` ${p.weight === 'bf16' ? 'bf16 ' : ''}packed` : ''}`;
+      return `${p.M}x${p.K}x${p.N}${p.weight ? ` ${p.weight === 'float32' ? '' : `${p.weight} `}packed` : ''}`;
     case 'softmax':
       return `${p.rows}x${p.cols}`;
     case 'attention': {
