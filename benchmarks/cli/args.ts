@@ -47,7 +47,7 @@ export interface Options {
   backend: 'native' | 'wasm';
 }
 
-export const PEER_NAMES = ['onnxruntime', 'onnxruntime-mha', 'onnxruntime-gqa', 'pytorch', 'pytorch-mha', 'mhsa-alloc', 'mhsa-unfused', 'tfjs-wasm', 'js'] as const;
+export const PEER_NAMES = ['onnxruntime', 'onnxruntime-mha', 'onnxruntime-gqa', 'onnxruntime-int8', 'pytorch', 'pytorch-mha', 'mhsa-alloc', 'mhsa-unfused', 'tfjs-wasm', 'js'] as const;
 
 export const DEFAULTS: Record<Suite, { minTime: number; repeat: number }> = {
   quick: { minTime: 0.3, repeat: 3 },
@@ -71,7 +71,7 @@ Options:
   --threads LIST         thread counts, e.g. 1,2 (default: 1 and the core count)
   --min-time SECONDS     timed seconds per row, at least (quick 0.3, full 1)
   --repeat N             timed calls per row, at least (quick 3, full 5)
-  --peers[=LIST]         also run peers: onnxruntime, onnxruntime-mha, onnxruntime-gqa, pytorch, pytorch-mha, mhsa-alloc, mhsa-unfused, tfjs-wasm, js (default: all)
+  --peers[=LIST]         also run peers: onnxruntime, onnxruntime-mha, onnxruntime-gqa, onnxruntime-int8, pytorch, pytorch-mha, mhsa-alloc, mhsa-unfused, tfjs-wasm, js (default: all)
   --json FILE            write the JSON report to FILE ('-': to stdout, no table)
   --markdown             print the table as Markdown
   --svg FILE             write a bar chart of the timed rows to FILE (SVG)

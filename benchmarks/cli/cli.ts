@@ -107,14 +107,15 @@ function calibrate(threads: number[], quick: boolean): Peak[] {
 /**
  * A row's % of the machine's peak: of read bandwidth for GB/s rows, else of
  * the FMA peak, or of the bf16 peak for mhsa's bf16 rows where the CPU
- * multiplies bf16 (peers on those rows compute in float32: theirs stays of the FMA peak).
+ * multiplies bf16 (peers on those rows compute in float32: theirs stays of the
+ * FMA peak); none for the rows computed in int8 (mhsa's, onnxruntime-int8's).
  */
 function percentOfPeak(row: Row, peak: Peak): number | null {
   if (row.metric === 'GB/s') return (100 * row.gbs!) / peak.gbs;
   const mhsa = row.impl === 'mhsa' || row.impl === 'mhsa-alloc';
   const precision = precisionOf(row.problem);
-  // No int8 peak is measured: an int8 row's rate has nothing to be a share of.
-  if (mhsa && precision === 'int8') return null;
+  // No int8 peak is measured: a rate computed in int8 has nothing to be a share of.
+  if ((mhsa || row.impl === 'onnxruntime-int8') && precision === 'int8') return null;
   const bf16 = mhsa && precision === 'bf16' && (peak.bf16Gflops ?? 0) > 0;
   return (100 * row.gflops!) / (bf16 ? peak.bf16Gflops! : peak.gflops);
 }

@@ -3,10 +3,11 @@ import { jsImpl } from './js';
 import { mhsaAllocImpl } from './mhsa-alloc';
 import { mhsaUnfusedImpl } from './mhsa-unfused';
 import { onnxruntimeGqaImpl, onnxruntimeImpl, onnxruntimeMhaImpl } from './onnxruntime';
+import { onnxruntimeInt8Impl } from './onnxruntime-int8';
 import { pytorchImpl, pytorchMhaImpl } from './pytorch';
 import { tfjsWasmImpl } from './tfjs-wasm';
 import type { Impl } from './types';
 
 export type { Impl, Prepared } from './types';
 
-export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, onnxruntimeGqaImpl, pytorchImpl, pytorchMhaImpl, mhsaAllocImpl, mhsaUnfusedImpl, tfjsWasmImpl, jsImpl];
+export const PEERS: readonly Impl[] = [onnxruntimeImpl, onnxruntimeMhaImpl, onnxruntimeGqaImpl, onnxruntimeInt8Impl, pytorchImpl, pytorchMhaImpl, mhsaAllocImpl, mhsaUnfusedImpl, tfjsWasmImpl, jsImpl];

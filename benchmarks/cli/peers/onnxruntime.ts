@@ -33,7 +33,7 @@ interface OnnxProto {
   onnx: { ModelProto: { encode(message: unknown): { finish(): Uint8Array } } };
 }
 
-const FLOAT = 1; // TensorProto.DataType.FLOAT
+export const FLOAT = 1; // TensorProto.DataType.FLOAT
 const INT32 = 6;
 const INT64 = 7;
 const ATTR_INT = 2; // AttributeProto.AttributeType.INT
@@ -42,7 +42,7 @@ const ATTR_FLOAT = 1;
 let ort: OrtModule | undefined;
 let proto: OnnxProto | undefined;
 
-interface NodeSpec {
+export interface NodeSpec {
   opType: string;
   domain?: string;
   input: string[];
@@ -54,25 +54,25 @@ function valueInfo(name: string, dims: readonly number[], elemType = FLOAT) {
   return { name, type: { tensorType: { elemType, shape: { dim: dims.map((d) => ({ dimValue: d })) } } } };
 }
 
-function intAttr(name: string, i: number) {
+export function intAttr(name: string, i: number) {
   return { name, type: ATTR_INT, i };
 }
 
-function floatAttr(name: string, f: number) {
+export function floatAttr(name: string, f: number) {
   return { name, type: ATTR_FLOAT, f };
 }
 
-function floatInit(name: string, dims: number[], data: Float32Array) {
+export function floatInit(name: string, dims: number[], data: Float32Array) {
   return { name, dims, dataType: FLOAT, rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice() };
 }
 
-function int64Init(name: string, values: number[]) {
+export function int64Init(name: string, values: number[]) {
   const b = BigInt64Array.from(values.map((v) => BigInt(v)));
   return { name, dims: [values.length], dataType: INT64, rawData: new Uint8Array(b.buffer) };
 }
 
 /** Serializes a one-graph model. */
-function model(
+export function model(
   nodes: NodeSpec[],
   inputs: [string, readonly number[], number?][],
   outputs: [string, readonly number[]][],
@@ -94,14 +94,19 @@ function model(
   return proto!.onnx.ModelProto.encode(m).finish();
 }
 
+/** A float32 feed (onnxruntime loaded). */
+export function floatTensor(data: Float32Array, dims: readonly number[]): OrtTensor {
+  return new ort!.Tensor('float32', data, dims);
+}
+
 /** b [rows, cols] → bᵀ [cols, rows]. */
-function transpose(b: Float32Array, rows: number, cols: number): Float32Array {
+export function transpose(b: Float32Array, rows: number, cols: number): Float32Array {
   const t = new Float32Array(rows * cols);
   for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = b[r * cols + c];
   return t;
 }
 
-interface Graph {
+export interface Graph {
   bytes: Uint8Array;
   feeds: Record<string, OrtTensor>;
   output: string;
@@ -406,7 +411,7 @@ const ORT_INSTALL_HINT =
 
 /** Loads both packages once; null when ready, else why not. */
 let loaded: Promise<string | null> | undefined;
-function loadOrt(): Promise<string | null> {
+export function loadOrt(): Promise<string | null> {
   loaded ??= (async () => {
     try {
       ort = require('onnxruntime-node') as OrtModule;
@@ -423,11 +428,11 @@ function loadOrt(): Promise<string | null> {
   return loaded;
 }
 
-function ortVersion(): string {
+export function ortVersion(): string {
   return ort?.env.versions?.node ?? ort?.env.versions?.common ?? '?';
 }
 
-async function session(g: Graph, threads: number): Promise<Prepared> {
+export async function session(g: Graph, threads: number): Promise<Prepared> {
   // MHSA_BENCH_ORT_PROFILE=prefix: onnxruntime's own per-node profile of every
   // session, written as <prefix>_<date>.json when the session is disposed
   // (summarize with benchmarks/tools/ort-profile.js). For analysis runs only: the
