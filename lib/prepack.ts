@@ -3,7 +3,7 @@ import { allocateBf16, allocateBytes, allocateFloats } from './memory';
 import { Descriptor, native } from './native';
 import { checkOptions, optBoolean, optEnum } from './validate';
 import { runAsync, type NamedBuffer } from './queue';
-import { checkBf16Tensor, checkTensor, isBf16Tensor, type Bf16Tensor, type TensorLike } from './tensor';
+import { checkBf16Tensor, checkFloat32Array, checkInt8Tensor, checkTensor, isBf16Tensor, isInt8Tensor, type Bf16Tensor, type Int8Tensor, type TensorLike } from './tensor';
 
 /** Deepest K an int8 matrix packs (its sums stay within int32: kInt8MaxDepth, native/kernels/gemm_int8.h). */
 const INT8_MAX_DEPTH = 65536;
@@ -67,8 +67,16 @@ export interface PrepackOptions {
    * float32's memory. A product against it quantizes each row of `a` the same
    * way as it starts, sums in int32 and scales back to float32 (docs/api.md,
    * "int8"): about 1 % relative error on N(0, 1) data. K is at most 65536.
+   * An {@link Int8Tensor} b (already quantized) packs as it is, with `scales`.
    */
   dtype?: PackedDtype;
+  /**
+   * With an {@link Int8Tensor} b only: the scale of each column of op(b), N
+   * finite numbers (for `transpose: true`, one per row of b: a Linear
+   * weight's per-output-channel scales). Its values in [-127, 127] are then
+   * used as they are, with no requantizing.
+   */
+  scales?: Float32Array;
 }
 
 /**
@@ -89,9 +97,10 @@ export interface PrepackOptions {
 export function prepack(b: TensorLike, options?: PrepackOptions & { dtype?: 'float32' }): PackedMatrix<'float32'>;
 export function prepack(b: TensorLike | Bf16Tensor, options: PrepackOptions & { dtype: 'bf16' }): PackedMatrix<'bf16'>;
 export function prepack(b: TensorLike, options: PrepackOptions & { dtype: 'int8' }): PackedMatrix<'int8'>;
+export function prepack(b: Int8Tensor, options: PrepackOptions & { scales: Float32Array }): PackedMatrix<'int8'>;
 export function prepack(b: Bf16Tensor, options?: PrepackOptions): PackedMatrix<'bf16'>;
-export function prepack(b: TensorLike | Bf16Tensor, options?: PrepackOptions): PackedMatrix;
-export function prepack(b: TensorLike | Bf16Tensor, options?: PrepackOptions): PackedMatrix {
+export function prepack(b: TensorLike | Bf16Tensor | Int8Tensor, options?: PrepackOptions): PackedMatrix;
+export function prepack(b: TensorLike | Bf16Tensor | Int8Tensor, options?: PrepackOptions): PackedMatrix {
   const call = preparePack('prepack', b, options);
   native.packMatrix(...call.args());
   return call.result;
@@ -108,24 +117,35 @@ export function prepack(b: TensorLike | Bf16Tensor, options?: PrepackOptions): P
 export function prepackAsync(b: TensorLike, options?: PrepackOptions & { dtype?: 'float32' }): Promise<PackedMatrix<'float32'>>;
 export function prepackAsync(b: TensorLike | Bf16Tensor, options: PrepackOptions & { dtype: 'bf16' }): Promise<PackedMatrix<'bf16'>>;
 export function prepackAsync(b: TensorLike, options: PrepackOptions & { dtype: 'int8' }): Promise<PackedMatrix<'int8'>>;
+export function prepackAsync(b: Int8Tensor, options: PrepackOptions & { scales: Float32Array }): Promise<PackedMatrix<'int8'>>;
 export function prepackAsync(b: Bf16Tensor, options?: PrepackOptions): Promise<PackedMatrix<'bf16'>>;
-export function prepackAsync(b: TensorLike | Bf16Tensor, options?: PrepackOptions): Promise<PackedMatrix>;
-export function prepackAsync(b: TensorLike | Bf16Tensor, options?: PrepackOptions): Promise<PackedMatrix> {
+export function prepackAsync(b: TensorLike | Bf16Tensor | Int8Tensor, options?: PrepackOptions): Promise<PackedMatrix>;
+export function prepackAsync(b: TensorLike | Bf16Tensor | Int8Tensor, options?: PrepackOptions): Promise<PackedMatrix> {
   return runAsync(() => preparePack('prepackAsync', b, options), (args) => native.packMatrix(...args));
 }
 
-function preparePack(fn: string, b: TensorLike | Bf16Tensor, options: PrepackOptions | undefined) {
-  const opts = checkOptions<PrepackOptions>(fn, options, ['transpose', 'dtype']);
-  const sourceBf16 = isBf16Tensor(b);
-  const tb = sourceBf16 ? checkBf16Tensor(fn, 'b', b) : checkTensor(fn, 'b', b);
+function preparePack(fn: string, b: TensorLike | Bf16Tensor | Int8Tensor, options: PrepackOptions | undefined) {
+  const opts = checkOptions<PrepackOptions>(fn, options, ['transpose', 'dtype', 'scales']);
+  const sourceBf16 = isBf16Tensor(b), sourceInt8 = isInt8Tensor(b);
+  const tb = sourceBf16 ? checkBf16Tensor(fn, 'b', b) : sourceInt8 ? checkInt8Tensor(fn, 'b', b) : checkTensor(fn, 'b', b);
   if (tb.shape.length !== 2) throw rangeError(fn, `b must be 2-D, received shape ${formatShape(tb.shape)}`);
   const transpose = optBoolean(fn, 'options.transpose', opts.transpose, false);
-  const dtype = optEnum(fn, 'options.dtype', opts.dtype, ['float32', 'bf16', 'int8'] as const) ?? (sourceBf16 ? 'bf16' : 'float32');
+  const dtype =
+    optEnum(fn, 'options.dtype', opts.dtype, ['float32', 'bf16', 'int8'] as const) ?? (sourceBf16 ? 'bf16' : sourceInt8 ? 'int8' : 'float32');
   const bf16 = dtype === 'bf16', int8 = dtype === 'int8';
   if (sourceBf16 && !bf16) {
     throw rangeError(fn, "a bf16 b packs only with dtype 'bf16' (load it widened to float32 for a float32 weight)");
   }
+  if (sourceInt8 && !int8) throw rangeError(fn, `an int8 b packs only with dtype 'int8', received '${dtype}'`);
   const [k, n] = transpose ? [tb.shape[1], tb.shape[0]] : tb.shape;
+  let scales: Float32Array | null = null;
+  if (sourceInt8) {
+    if (opts.scales === undefined) throw rangeError(fn, `options.scales (one per column of op(b), ${n}) is required with an int8 b, received undefined`);
+    scales = checkFloat32Array(fn, 'options.scales', opts.scales);
+    if (scales.length !== n) throw rangeError(fn, `options.scales must hold one scale per column of op(b), ${n}, received ${scales.length}`);
+  } else if (opts.scales !== undefined) {
+    throw rangeError(fn, 'options.scales goes only with an int8 b (an Int8Tensor)');
+  }
   if (int8 && k > INT8_MAX_DEPTH) throw rangeError(fn, `int8 packs a depth K of at most ${INT8_MAX_DEPTH}, received ${k}`);
   const size = native.packedSize(new Descriptor('packedSize').shape('b.shape', [k, n]).flag('bf16', bf16).flag('int8', int8).done());
   // Panels start on a 64-byte boundary (the binding's alignedOffset says why): 64 bytes spare.
@@ -138,8 +158,10 @@ function preparePack(fn: string, b: TensorLike | Bf16Tensor, options: PrepackOpt
   const args = (): unknown[] => [
     tb.data,
     data,
+    scales,
     new Descriptor('packMatrix').shape('b.shape', tb.shape).flag('transpose', transpose).flag('bf16', bf16).flag('int8', int8).done(),
   ];
   const buffers: NamedBuffer[] = [['b', tb.data], ['the packed result', data, true]];
+  if (scales) buffers.push(['options.scales', scales]);
   return { fn, args, result: new PackedMatrix<PackedDtype>(data, k, n, dtype), buffers };
 }

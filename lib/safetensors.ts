@@ -11,7 +11,7 @@ import { detachedError, typeError } from './errors';
 import { checkOptions, optEnum } from './validate';
 import { native, type NativeCallback } from './native';
 import { enqueue } from './queue';
-import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Bf16Tensor, type Tensor } from './tensor';
+import { bufferOf, byteLengthOf, byteOffsetOf, isDetached, type Bf16Tensor, type Int8Tensor, type Tensor } from './tensor';
 
 /** The element types {@link loadSafetensors} returns as float32 tensors. */
 export type SafetensorsFloatDtype = 'F32' | 'F16' | 'BF16';
@@ -33,6 +33,13 @@ export interface LoadSafetensorsOptions {
    * weights; pass the other ops float32.
    */
   bf16?: 'widen' | 'keep';
+  /**
+   * `'keep'` returns I8 tensors (a checkpoint's int8 weights) as
+   * {@link Int8Tensor}s, Int8Array views over the source bytes, for
+   * {@link prepack} with their scales. `'reject'` (the default) treats I8 as
+   * any other integer dtype: a TypeError unless filtered out.
+   */
+  int8?: 'reject' | 'keep';
 }
 
 /** What {@link loadSafetensors} returns: T is Tensor, or Tensor | Bf16Tensor with options.bf16 'keep'. */
@@ -40,7 +47,7 @@ export interface SafetensorsFile<T = Tensor> {
   /** Every decoded tensor by name, as float32 (or bf16, kept). F32 and kept BF16 data are views over the source bytes. */
   tensors: Record<string, T>;
   /** The dtype each tensor had in the file. */
-  dtypes: Record<string, SafetensorsFloatDtype>;
+  dtypes: Record<string, SafetensorsFloatDtype | 'I8'>;
   /** The header's `__metadata__` (string to string), or {} when absent. */
   metadata: Record<string, string>;
 }
@@ -49,7 +56,7 @@ export interface SafetensorsFile<T = Tensor> {
 function setOwn<T>(record: Record<string, T>, key: string, value: T): void {
   Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
-const KNOWN_OPTIONS = ['filter', 'bf16'] as const;
+const KNOWN_OPTIONS = ['filter', 'bf16', 'int8'] as const;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const FLOAT_DTYPES: readonly string[] = ['F32', 'F16', 'BF16'];
 
@@ -93,6 +100,10 @@ const FLOAT_DTYPES: readonly string[] = ['F32', 'F16', 'BF16'];
  */
 export function loadSafetensors(
   source: string | Uint8Array | ArrayBuffer,
+  options: LoadSafetensorsOptions & { int8: 'keep' },
+): SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor>;
+export function loadSafetensors(
+  source: string | Uint8Array | ArrayBuffer,
   options: LoadSafetensorsOptions & { bf16: 'keep' },
 ): SafetensorsFile<Tensor | Bf16Tensor>;
 export function loadSafetensors(
@@ -102,11 +113,11 @@ export function loadSafetensors(
 export function loadSafetensors(
   source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
-): SafetensorsFile<Tensor | Bf16Tensor>;
+): SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor>;
 export function loadSafetensors(
   source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
-): SafetensorsFile<Tensor | Bf16Tensor> {
+): SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor> {
   const fn = 'loadSafetensors';
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } = typeof source === 'string' ? { bytes: fs.readFileSync(source), where: source } : sourceBytes(fn, source);
@@ -128,6 +139,10 @@ export function loadSafetensors(
  */
 export async function loadSafetensorsAsync(
   source: string | Uint8Array | ArrayBuffer,
+  options: LoadSafetensorsOptions & { int8: 'keep' },
+): Promise<SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor>>;
+export async function loadSafetensorsAsync(
+  source: string | Uint8Array | ArrayBuffer,
   options: LoadSafetensorsOptions & { bf16: 'keep' },
 ): Promise<SafetensorsFile<Tensor | Bf16Tensor>>;
 export async function loadSafetensorsAsync(
@@ -137,11 +152,11 @@ export async function loadSafetensorsAsync(
 export async function loadSafetensorsAsync(
   source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
-): Promise<SafetensorsFile<Tensor | Bf16Tensor>>;
+): Promise<SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor>>;
 export async function loadSafetensorsAsync(
   source: string | Uint8Array | ArrayBuffer,
   options?: LoadSafetensorsOptions,
-): Promise<SafetensorsFile<Tensor | Bf16Tensor>> {
+): Promise<SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor>> {
   const fn = 'loadSafetensorsAsync';
   const opts = checkLoadOptions(fn, options);
   const { bytes, where } =
@@ -164,6 +179,7 @@ function checkLoadOptions(fn: string, options: LoadSafetensorsOptions | undefine
     throw typeError(fn, 'options.filter', 'a function', opts.filter);
   }
   optEnum(fn, 'options.bf16', opts.bf16, ['widen', 'keep'] as const);
+  optEnum(fn, 'options.int8', opts.int8, ['reject', 'keep'] as const);
   return opts;
 }
 
@@ -202,7 +218,7 @@ function checkHeader(
   bytes: Uint8Array,
   where: string,
   opts: LoadSafetensorsOptions,
-): { result: SafetensorsFile<Tensor | Bf16Tensor>; halves: HalfTensor[] } {
+): { result: SafetensorsFile<Tensor | Bf16Tensor | Int8Tensor>; halves: HalfTensor[] } {
   // The header is parsed and every entry checked against the data in native code
   // (native/formats/safetensors.cc, fuzzed with libFuzzer), before any tensor is decoded.
   const parsed = native.parseSafetensors(bytes);
@@ -215,21 +231,27 @@ function checkHeader(
   const entries = parsed.entries.map(([name, dtype, shape, begin, end]) => ({ name, dtype, shape, begin, end }));
   const chosen = opts.filter ? entries.filter((e) => opts.filter!(e.name)) : entries;
   if (opts.filter && isDetached(bytes)) throw new TypeError(`${fn}: source was detached by options.filter`);
+  const keepInt8 = opts.int8 === 'keep';
   for (const e of chosen) {
-    if (!FLOAT_DTYPES.includes(e.dtype)) {
+    if (!FLOAT_DTYPES.includes(e.dtype) && !(keepInt8 && e.dtype === 'I8')) {
       throw new TypeError(
         `${fn}: ${where}: tensor ${JSON.stringify(e.name)} has dtype ${e.dtype}; only F32, F16 and BF16 are supported` +
-          ' (leave it out with options.filter)',
+          " (I8 with options.int8 'keep'; leave it out with options.filter)",
       );
     }
   }
-  const tensors: Record<string, Tensor | Bf16Tensor> = {};
+  const tensors: Record<string, Tensor | Bf16Tensor | Int8Tensor> = {};
   const keepBf16 = opts.bf16 === 'keep';
-  const dtypes: Record<string, SafetensorsFloatDtype> = {};
+  const dtypes: Record<string, SafetensorsFloatDtype | 'I8'> = {};
   const halves: HalfTensor[] = [];
   for (const e of chosen) {
     const abs = bytes.byteOffset + parsed.dataStart + e.begin;
     let data: Float32Array;
+    if (e.dtype === 'I8') {
+      setOwn(tensors, e.name, { data: new Int8Array(bytes.buffer, abs, e.end - e.begin), shape: e.shape, dtype: 'int8' });
+      setOwn(dtypes, e.name, 'I8');
+      continue;
+    }
     if (e.dtype === 'BF16' && keepBf16) {
       setOwn(tensors, e.name, { data: decodeKeptBf16(bytes.buffer, abs, (e.end - e.begin) / 2), shape: e.shape, dtype: 'bf16' });
       setOwn(dtypes, e.name, 'BF16');

@@ -55,6 +55,22 @@ export interface Bf16StridedTensor extends Bf16Tensor {
   strides: readonly number[];
 }
 
+/**
+ * A weight already quantized to int8: values in [-127, 127], row-major, with
+ * one scale per output column given beside it (prepack's `scales`). A
+ * checkpoint's I8 tensor, `loadSafetensors(..., { int8: 'keep' })`.
+ */
+export interface Int8Tensor {
+  data: Int8Array;
+  shape: readonly number[];
+  dtype: 'int8';
+}
+
+/** Whether a tensor argument says it is int8 (its dtype field; checkInt8Tensor checks the rest). */
+export function isInt8Tensor(value: unknown): value is Int8Tensor {
+  return typeof value === 'object' && value !== null && (value as { dtype?: unknown }).dtype === 'int8';
+}
+
 /** Whether a tensor argument says it is bf16 (its dtype field; checkBf16Tensor checks the rest). */
 export function isBf16Tensor(value: unknown): value is Bf16Tensor {
   return typeof value === 'object' && value !== null && (value as { dtype?: unknown }).dtype === 'bf16';
@@ -85,6 +101,19 @@ export function checkBf16Tensor(fn: string, arg: string, value: unknown): Bf16Te
     throw rangeError(fn, `${arg}.data.length must equal the product of ${arg}.shape ${formatShape(shape)} = ${n}, received ${length}`);
   }
   return { data, shape, dtype: 'bf16' };
+}
+
+/** Validates an {@link Int8Tensor} argument: a live Int8Array `data` whose length matches `shape` (copied). */
+export function checkInt8Tensor(fn: string, arg: string, value: unknown): Int8Tensor & { shape: number[] } {
+  const v = value as { data?: unknown; shape?: unknown };
+  const data = checkInt8Array(fn, `${arg}.data`, v.data);
+  const shape = checkShape(fn, `${arg}.shape`, v.shape);
+  const n = elementCount(shape);
+  if (n < 0) throw rangeError(fn, `${arg}.shape ${formatShape(shape)} has more than ${MAX_ELEMENTS} elements`);
+  if (n !== data.length) {
+    throw rangeError(fn, `${arg}.data.length must equal the product of ${arg}.shape ${formatShape(shape)} = ${n}, received ${data.length}`);
+  }
+  return { data, shape, dtype: 'int8' };
 }
 
 /** Largest element count of one tensor: the most a Float32Array holds in Node 20. */

@@ -7,7 +7,7 @@
  * covers the options, batches, async and bad input, and the error against
  * float64 that the scheme promises.
  */
-import { info, KVCache, matmul, matmulAsync, MultiHeadSelfAttention, PackedMatrix, prepack, prepackAsync, tensor, type Bf16Tensor, type Tensor } from '../lib';
+import { info, KVCache, loadSafetensors, matmul, matmulAsync, MultiHeadSelfAttention, PackedMatrix, prepack, prepackAsync, tensor, type Bf16Tensor, type Int8Tensor, type Tensor } from '../lib';
 import { expectBitEqual, expectClose, pick, pickSeed, poisoned, randomFloat32, rngFor, SIZES, type Rng } from './helpers/random';
 import { refMatmul } from './helpers/reference';
 
@@ -142,6 +142,97 @@ describe(`int8 weights (seed ${SEED}, kernels ${info().int8})`, () => {
     const short = new PackedMatrix(new Int8Array(10), 2, 2, 'int8');
     const message = `matmul: packed b holds 10 bytes, expected ${prepack(a, { dtype: 'int8' }).data.length} for [2, 2] packed in int8`;
     expect(() => matmul(a, short)).toThrow(expect.objectContaining({ name: 'RangeError', message }));
+  });
+});
+
+/** The scheme's product against a weight already quantized: q [K, N] as integers, one scale per column. */
+function refQuantized(a: number[][], q: number[][], scales: Float32Array): Float32Array {
+  const N = scales.length, K = q.length;
+  const out = new Float32Array(a.length * N);
+  a.forEach((rowValues, i) => {
+    const row = quantize(rowValues);
+    for (let j = 0; j < N; j++) {
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += row.q[k] * q[k][j];
+      out[i * N + j] = f(f(sum) * f(row.scale * scales[j]));
+    }
+  });
+  return out;
+}
+
+/** A .safetensors image of the given tensors (little-endian data, in order). */
+function safetensors(entries: Record<string, { dtype: string; shape: number[]; bytes: Uint8Array }>): Uint8Array {
+  const header: Record<string, unknown> = {};
+  let offset = 0;
+  for (const [name, e] of Object.entries(entries)) {
+    header[name] = { dtype: e.dtype, shape: e.shape, data_offsets: [offset, offset + e.bytes.length] };
+    offset += e.bytes.length;
+  }
+  const json = Buffer.from(JSON.stringify(header));
+  const out = new Uint8Array(8 + json.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  let at = 8 + json.length;
+  for (const e of Object.values(entries)) {
+    out.set(e.bytes, at);
+    at += e.bytes.length;
+  }
+  return out;
+}
+
+describe(`int8 weights quantized elsewhere (seed ${SEED})`, () => {
+  test('an Int8Tensor packs as it is with its scales: the scheme bits, plain and transposed (a Linear weight)', async () => {
+    const rng = rngFor(SEED, 'quantized');
+    for (const [M, K, N] of [[1, 17, 3], [17, 65, 63], [65, 197, 65]]) {
+      const q = Int8Array.from({ length: N * K }, () => Math.floor(rng() * 255) - 127); // [N, K]: out features first
+      const scales = Float32Array.from({ length: N }, () => 0.001 + 0.01 * rng());
+      const a = randomFloat32(rng, M * K);
+      const qKN = Array.from({ length: K }, (_, k) => Array.from({ length: N }, (_, j) => q[j * K + k]));
+      const want = refQuantized(rowsOf(a, M, K), qKN, scales);
+      const weight: Int8Tensor = { data: q, shape: [N, K], dtype: 'int8' };
+      const packed = prepack(weight, { transpose: true, scales });
+      expect([packed.dtype, packed.shape]).toEqual(['int8', [K, N]]);
+      const out = { data: poisoned(M * N), shape: [M, N] };
+      matmul({ data: a, shape: [M, K] }, packed, { out });
+      expectBitEqual(out.data, want, { seed: SEED, label: `[${M},${K}]·[${K},${N}] quantized` });
+      // Not transposed: [K, N] with the same values.
+      const plain: Int8Tensor = { data: Int8Array.from(qKN.flat()), shape: [K, N], dtype: 'int8' };
+      expectBitEqual(matmul({ data: a, shape: [M, K] }, await prepackAsync(plain, { scales })).data, want, { seed: SEED, label: 'plain, async pack' });
+    }
+  });
+
+  test('bad input: -128, missing or wrong scales, another dtype; nothing packs', () => {
+    const q: Int8Tensor = { data: Int8Array.of(1, 2, -128, 4, 5, 6), shape: [2, 3], dtype: 'int8' };
+    const scales = Float32Array.of(0.5, 0.25, 1);
+    const range = (message: string | RegExp) => expect.objectContaining({ name: 'RangeError', message: typeof message === 'string' ? message : expect.stringMatching(message) });
+    expect(() => prepack(q, { scales })).toThrow(range('packMatrix: b holds -128 at element 2: int8 weights are symmetric, in [-127, 127]'));
+    const ok: Int8Tensor = { data: Int8Array.of(1, 2, -127, 4, 5, 6), shape: [2, 3], dtype: 'int8' };
+    expect(() => prepack(ok, {} as { scales: Float32Array })).toThrow(range('prepack: options.scales (one per column of op(b), 3) is required with an int8 b, received undefined'));
+    expect(() => prepack(ok, { scales: Float32Array.of(1, 2) })).toThrow(range('prepack: options.scales must hold one scale per column of op(b), 3, received 2'));
+    expect(() => prepack(ok, { scales: Float32Array.of(1, NaN, 2) })).toThrow(range('packMatrix: scales[1] is not a finite number'));
+    expect(() => prepack(ok, { scales, dtype: 'bf16' })).toThrow(range("prepack: an int8 b packs only with dtype 'int8', received 'bf16'"));
+    expect(() => prepack({ data: new Float32Array(6), shape: [2, 3] }, { scales })).toThrow(range('prepack: options.scales goes only with an int8 b (an Int8Tensor)'));
+    expect(() => prepack({ data: new Int8Array(5), shape: [2, 3], dtype: 'int8' }, { scales })).toThrow(range(/b\.data\.length must equal/));
+  });
+
+  test("loadSafetensors(..., { int8: 'keep' }) gives I8 tensors as Int8Array views, which prepack with their scales; by default I8 is refused", () => {
+    const rng = rngFor(SEED, 'safetensors');
+    const [K, N] = [33, 5];
+    const q = Int8Array.from({ length: N * K }, () => Math.floor(rng() * 255) - 127);
+    const scales = Float32Array.from({ length: N }, () => 0.02 * rng());
+    const file = safetensors({
+      'fc.weight': { dtype: 'I8', shape: [N, K], bytes: new Uint8Array(q.buffer) },
+      'fc.weight_scale': { dtype: 'F32', shape: [N], bytes: new Uint8Array(scales.buffer) },
+    });
+    expect(() => loadSafetensors(file)).toThrow(/tensor "fc.weight" has dtype I8; only F32, F16 and BF16 are supported \(I8 with options.int8 'keep'/);
+    const { tensors, dtypes } = loadSafetensors(file, { int8: 'keep' });
+    expect(dtypes).toEqual({ 'fc.weight': 'I8', 'fc.weight_scale': 'F32' });
+    const w = tensors['fc.weight'] as Int8Tensor;
+    expect([w.dtype, w.shape, w.data instanceof Int8Array, w.data.buffer === file.buffer]).toEqual(['int8', [N, K], true, true]);
+    const a = randomFloat32(rng, 3 * K);
+    const packed = prepack(w, { transpose: true, scales: (tensors['fc.weight_scale'] as Tensor).data as Float32Array });
+    const qKN = Array.from({ length: K }, (_, k) => Array.from({ length: N }, (_, j) => q[j * K + k]));
+    expectBitEqual(matmul({ data: a, shape: [3, K] }, packed).data, refQuantized(rowsOf(a, 3, K), qKN, scales), { seed: SEED, label: 'from safetensors' });
   });
 });
 

@@ -63,9 +63,10 @@ PackCall unwrapPackMatrix(Napi::Env env, const OpArgs& args, JobBuffers* buffers
   using I = pack_matrix_args::Index;
   JsBuffer b = packedMatrixArg(args[I::b], fn, "b");
   JsBuffer out = packedMatrixArg(args[I::out], fn, "out");
+  JsBuffer scales = optionalFloatArg(args[I::scales], fn, "scales");
   PackCall call;
-  throwIfError(env, preparePackMatrix(descriptorArg(args[I::kDescriptor], fn), b.arg, out.arg, &call));
-  buffers->read.push_back(b.value);
+  throwIfError(env, preparePackMatrix(descriptorArg(args[I::kDescriptor], fn), b.arg, out.arg, scales.arg, &call));
+  buffers->read.insert(buffers->read.end(), {b.value, scales.value});
   buffers->written.push_back(out.value);
   return call;
 }

@@ -200,6 +200,19 @@ BufferArg bf16Buffer(Buffers& bufs, const BufferPlan& p) {
   return arg;
 }
 
+// An Int8Array (a matrix packed in int8, or an already-quantized weight) of
+// p.length bytes, each 1 (a quantized weight may not hold -128).
+BufferArg int8Buffer(Buffers& bufs, const BufferPlan& p) {
+  if (!p.present) return {};
+  bufs.floats.emplace_back(static_cast<size_t>((p.length + 3) / 4), 0.0f);
+  // Placed so the buffer ends where the allocation does (ASan sees a read past it).
+  int8_t* data = reinterpret_cast<int8_t*>(bufs.floats.back().data()) + (4 - p.length % 4) % 4;
+  std::memset(data, 1, static_cast<size_t>(p.length));
+  BufferArg arg{data, p.length, true};
+  arg.int8 = true;
+  return arg;
+}
+
 void aliasOut(ByteSource& in, Buffers& bufs, BufferArg* input, BufferArg* out) {
   const uint8_t mode = in.next() % 8;
   if (mode < 6 || !input->present || !out->present) return;
@@ -385,12 +398,15 @@ void fuzzOne(const uint8_t* data, size_t size) {
       const Shape bs = shapeAt(1);
       const bool packed = scalarAt(4) == 1;
       // bBf16, and (mostly, not always) a b buffer of the type it says.
-      const bool bf16 = scalarAt(5) == 1;
+      const bool bf16 = scalarAt(5) == 1, int8 = scalarAt(6) == 1;
       const bool bAsBf16 = in.next() % 8 == 7 ? !bf16 : bf16;
       int64_t bExpected = countOf(bs);
-      if (packed && bs.size() == 2 && bExpected >= 0) bExpected = bf16 ? packedBf16Size(bs[0], bs[1]) : packedBSize(bs[0], bs[1]);
+      if (packed && bs.size() == 2 && bExpected >= 0)
+        bExpected = int8 ? packedInt8Bytes(bs[0], bs[1]) : bf16 ? packedBf16Size(bs[0], bs[1]) : packedBSize(bs[0], bs[1]);
       BufferArg a = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(0)), false));
-      BufferArg b = bAsBf16 ? bf16Buffer(bufs, planBuffer(in, bExpected, false)) : floatBuffer(bufs, planBuffer(in, bExpected, false));
+      BufferArg b = int8 && !bAsBf16 ? int8Buffer(bufs, planBuffer(in, bExpected, false))
+                    : bAsBf16        ? bf16Buffer(bufs, planBuffer(in, bExpected, false))
+                                     : floatBuffer(bufs, planBuffer(in, bExpected, false));
       BufferArg c = floatBuffer(bufs, planBuffer(in, shapeAt(2).empty() ? -1 : countOf(shapeAt(2)), true));
       BufferArg out = floatBuffer(bufs, planBuffer(in, countOf(shapeAt(3)), false));
       aliasOut(in, bufs, &a, &out);
@@ -506,18 +522,24 @@ void fuzzOne(const uint8_t* data, size_t size) {
     case PackMatrix: {
       const Shape bs = shapeAt(0);
       int64_t expected = -1;
-      const bool bf16 = scalarAt(1) == 1;
+      const bool bf16 = scalarAt(1) == 1, int8 = scalarAt(2) == 1;
       const int64_t k = scalarAt(0) == 1 ? (bs.size() == 2 ? bs[1] : 0) : (bs.size() == 2 ? bs[0] : 0);
       const int64_t n = scalarAt(0) == 1 ? (bs.size() == 2 ? bs[0] : 0) : (bs.size() == 2 ? bs[1] : 0);
-      if (bs.size() == 2 && countOf(bs) >= 0) expected = bf16 ? packedBf16Size(k, n) : packedBSize(k, n);
-      // A float or an already-bf16 source; an out of the type bf16 says, mostly.
+      if (bs.size() == 2 && countOf(bs) >= 0) expected = int8 ? packedInt8Bytes(k, n) : bf16 ? packedBf16Size(k, n) : packedBSize(k, n);
+      // A float, an already-bf16 or an already-int8 source (with scales); an
+      // out of the type the flags say, mostly.
       const uint8_t types = in.next();
-      BufferArg b = types & 1 ? bf16Buffer(bufs, planBuffer(in, countOf(bs), false)) : floatBuffer(bufs, planBuffer(in, countOf(bs), false));
-      const bool outBf16 = types % 8 == 7 ? !bf16 : bf16;
-      BufferArg out = outBf16 ? bf16Buffer(bufs, planBuffer(in, expected, false)) : floatBuffer(bufs, planBuffer(in, expected, false));
+      BufferArg b = types & 2   ? int8Buffer(bufs, planBuffer(in, countOf(bs), false))
+                    : types & 1 ? bf16Buffer(bufs, planBuffer(in, countOf(bs), false))
+                                : floatBuffer(bufs, planBuffer(in, countOf(bs), false));
+      BufferArg scales = floatBuffer(bufs, planBuffer(in, types & 2 ? n : -1, true));
+      const bool flip = types % 8 == 7;
+      BufferArg out = (int8 != flip) ? int8Buffer(bufs, planBuffer(in, expected, false))
+                      : (bf16 != flip) ? bf16Buffer(bufs, planBuffer(in, expected, false))
+                                       : floatBuffer(bufs, planBuffer(in, expected, false));
       aliasOut(in, bufs, &b, &out);
       PackCall call;
-      if (preparePackMatrix(desc, b, out, &call).ok()) runCall(call), ++stats.ran[op];
+      if (preparePackMatrix(desc, b, out, scales, &call).ok()) runCall(call), ++stats.ran[op];
       return;
     }
     case PackedSize: {

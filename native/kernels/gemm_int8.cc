@@ -27,12 +27,8 @@ inline float roundEven(float v) {
   return (v + kMagic) - kMagic;
 }
 
-// The scale and multiplier of n values (stride apart): max|v| / 127 and
-// 127 / max|v|; both 0 for all zeros, NaN when a value is not finite.
-struct Quantizer {
-  float scale, inverse;
-};
-Quantizer quantizerOf(const float* v, int64_t n, int64_t stride) {
+// The quantizer of n values, stride apart (int8QuantizerOf).
+Int8Quantizer quantizerOf(const float* v, int64_t n, int64_t stride) {
   float lanes[8] = {};
   bool finite = true;
   int64_t i = 0;
@@ -51,9 +47,7 @@ Quantizer quantizerOf(const float* v, int64_t n, int64_t stride) {
   }
   float most = 0.0f;
   for (float l : lanes) most = l > most ? l : most;
-  if (!finite) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
-  if (most == 0.0f) return {0.0f, 0.0f};
-  return {most / 127.0f, 127.0f / most};
+  return int8QuantizerOf(most, finite);
 }
 
 inline int8_t quantize(float v, float inverse) {
@@ -74,7 +68,13 @@ PackedInt8View packedInt8View(const int8_t* packed, int64_t k, int64_t n) {
   return {packed, reinterpret_cast<const int32_t*>(sums), reinterpret_cast<const float*>(sums + cols * 4), groups};
 }
 
-void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed) {
+namespace {
+
+// Fills the slivers, sums and scales of a packed matrix column by column:
+// column(j, put) stores column j's values through put(depth, value) and
+// returns its scale.
+template <typename Column>
+void packColumns(int64_t k, int64_t n, int8_t* packed, Column column) {
   const int64_t cols = paddedColumns(n), groups = groupsOf(k);
   int8_t* tail = packed + cols * groups * kInt8DepthGroup;
   int32_t* sums = reinterpret_cast<int32_t*>(tail);
@@ -84,22 +84,32 @@ void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed
     std::memset(sliver, 0, static_cast<size_t>(groups * kSliverBytes));
     for (int64_t c = 0; c < kInt8SliverColumns; ++c) {
       const int64_t j = s * kInt8SliverColumns + c;
-      if (j >= n) {
-        sums[j] = 0;
-        scales[j] = 0.0f;
-        continue;
-      }
-      const float* column = b.data + j * b.colStride;
-      const Quantizer q = quantizerOf(column, k, b.rowStride);
       int32_t sum = 0;
-      for (int64_t d = 0; d < k; ++d) {
-        const int8_t v = quantize(column[d * b.rowStride], q.inverse);
+      auto put = [&](int64_t d, int8_t v) {
         sliver[(d / kInt8DepthGroup) * kSliverBytes + c * kInt8DepthGroup + d % kInt8DepthGroup] = v;
         sum += v;
-      }
+      };
+      scales[j] = j < n ? column(j, put) : 0.0f;
       sums[j] = sum;
-      scales[j] = q.scale;
     }
+  });
+}
+
+}  // namespace
+
+void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed) {
+  packColumns(k, n, packed, [&](int64_t j, auto& put) {
+    const float* column = b.data + j * b.colStride;
+    const Int8Quantizer q = quantizerOf(column, k, b.rowStride);
+    for (int64_t d = 0; d < k; ++d) put(d, quantize(column[d * b.rowStride], q.inverse));
+    return q.scale;
+  });
+}
+
+void packWholeBQuantized(const StridedInt8Matrix& b, int64_t k, int64_t n, const float* scales, int8_t* packed) {
+  packColumns(k, n, packed, [&](int64_t j, auto& put) {
+    for (int64_t d = 0; d < k; ++d) put(d, b.data[d * b.rowStride + j * b.colStride]);
+    return scales[j];
   });
 }
 
@@ -127,7 +137,7 @@ constexpr int kPortableMr = 4;
 void portableTile4(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc) {
   portableTile(groups, ap, rows, bp, acc, kPortableMr);
 }
-const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4};
+const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4, nullptr};
 
 // Rows [r0, r1) of a (at most mr) quantized into the packed A tile at dst
 // (per group: mr rows x 4 bytes; rows past r1 and depths past k are zero),
@@ -136,17 +146,22 @@ void packATile(const Int8Problem& p, const Int8Kernels& kk, int64_t r0, int64_t 
                float* scales) {
   std::memset(dst, 0, static_cast<size_t>(groups * kk.mr * kInt8DepthGroup));
   const int8_t bias = kk.unsignedA ? int8_t(-128) : int8_t(0);  // + 128 as a u8 is a flip of the sign bit
+  const int64_t groupStride = kk.mr * kInt8DepthGroup;
   for (int64_t i = r0; i < r1; ++i) {
     const float* row = p.a.data + i * p.a.rowStride;
-    const Quantizer q = quantizerOf(row, p.k, p.a.colStride);
-    scales[i - r0] = q.scale;
     int8_t* out = dst + (i - r0) * kInt8DepthGroup;
-    for (int64_t d = 0; d < p.k; ++d)
-      out[(d / kInt8DepthGroup) * kk.mr * kInt8DepthGroup + d % kInt8DepthGroup] =
-          static_cast<int8_t>(quantize(row[d * p.a.colStride], q.inverse) ^ bias);
+    if (kk.quantizeRow && p.a.colStride == 1) {
+      scales[i - r0] = kk.quantizeRow(row, p.k, out, groupStride, bias);
+    } else {
+      const Int8Quantizer q = quantizerOf(row, p.k, p.a.colStride);
+      scales[i - r0] = q.scale;
+      for (int64_t d = 0; d < p.k; ++d)
+        out[(d / kInt8DepthGroup) * groupStride + d % kInt8DepthGroup] =
+            static_cast<int8_t>(quantize(row[d * p.a.colStride], q.inverse) ^ bias);
+    }
     if (kk.unsignedA)  // the padding depths hold 0 + 128 too: their B bytes are 0
       for (int64_t d = p.k; d < groups * kInt8DepthGroup; ++d)
-        out[(d / kInt8DepthGroup) * kk.mr * kInt8DepthGroup + d % kInt8DepthGroup] = bias;
+        out[(d / kInt8DepthGroup) * groupStride + d % kInt8DepthGroup] = bias;
   }
 }
 
@@ -199,7 +214,9 @@ void gemmInt8(const Int8Problem& p, const Int8Kernels& kk) {
         float* out = p.out + (t * mr + i) * p.outRowStride + j0;
         const int32_t* row = acc + i * kInt8SliverColumns;
         for (int64_t j = 0; j < cols; ++j) {
-          const int32_t sum = kk.unsignedA ? row[j] - 128 * sums[j] : row[j];
+          // Wrapping arithmetic: exact for a matrix packWholeBInt8 made, and defined for a forged one.
+          const int32_t sum = kk.unsignedA ? static_cast<int32_t>(static_cast<uint32_t>(row[j]) - 128u * static_cast<uint32_t>(sums[j]))
+                                           : row[j];
           float r = p.alpha * (static_cast<float>(sum) * (sa * sw[j]));
           if (p.accumulate) r = r + out[j];
           if (p.bias) r = r + p.bias[j0 + j];

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "gemm.h"
 
@@ -32,6 +33,15 @@ int64_t packedInt8Bytes(int64_t k, int64_t n);
 // column's scale non-finite, and so its outputs.
 void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed);
 
+// Packs op(B) already quantized (k x n int8 values in [-127, 127]) with its
+// column scales as they are, quantizing nothing.
+struct StridedInt8Matrix {
+  const int8_t* data;
+  int64_t rowStride;
+  int64_t colStride;
+};
+void packWholeBQuantized(const StridedInt8Matrix& b, int64_t k, int64_t n, const float* scales, int8_t* packed);
+
 // A packed matrix's parts.
 struct PackedInt8View {
   const int8_t* slivers;   // sliver s at s * groups * 128 bytes
@@ -41,16 +51,33 @@ struct PackedInt8View {
 };
 PackedInt8View packedInt8View(const int8_t* packed, int64_t k, int64_t n);
 
+// The scale and multiplier of a row or column from its largest magnitude:
+// max|v| / 127 and 127 / max|v|; both 0 for all zeros; a NaN scale and a zero
+// multiplier when a value is not finite (its outputs are then NaN).
+struct Int8Quantizer {
+  float scale, inverse;
+};
+inline Int8Quantizer int8QuantizerOf(float most, bool finite) {
+  if (!finite) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
+  if (most == 0.0f) return {0.0f, 0.0f};
+  return {most / 127.0f, 127.0f / most};
+}
+
 // The kernels an int8 product runs on, chosen at run time (int8Kernels()).
 //  tile: rows (1..mr) x 32 int32 sums, acc[i * 32 + j] = sum over the groups
 //   of A's packed rows (ap: per group, mr rows x 4 bytes) times one sliver.
 //  unsignedA: A's bytes are a_q + 128 (VPDPBUSD multiplies unsigned by
 //   signed); the driver subtracts 128 * sums[j].
+//  quantizeRow: k contiguous floats quantized as the scheme defines (the
+//   same bits as the driver's scalar loop), each byte XOR flip, depth d
+//   written at dst[(d / 4) * groupStride + d % 4]; returns the row's scale.
+//   Null: the driver's scalar loop.
 struct Int8Kernels {
   const char* name;
   int mr;
   bool unsignedA;
   void (*tile)(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc);
+  float (*quantizeRow)(const float* row, int64_t k, int8_t* dst, int64_t groupStride, int8_t flip);
 };
 
 // "avx512vnni", "avx2" or "portable": the best this CPU runs, lowered by

@@ -6,11 +6,12 @@
 // attribute (the CPU check is cpuHasAvx512Vnni). Not in the emulated AVX-512
 // test build, whose SIMDe lacks VPDPBUSD: there the CPU check says no.
 #if !defined(MHSA_EMULATED_AVX512)
-#include <immintrin.h>
-
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
+#include "avx512_intrinsics.h"
 #include "gemm_int8.h"
 
 namespace mhsa {
@@ -18,7 +19,7 @@ namespace {
 
 constexpr int kMr = 12;
 
-#define MHSA_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define MHSA_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 template <int R>
 MHSA_VNNI void tileRows(int64_t groups, const int8_t* ap, const int8_t* bp, int32_t* acc) {
@@ -59,7 +60,39 @@ MHSA_VNNI void tile(int64_t groups, const int8_t* ap, int rows, const int8_t* bp
   }
 }
 
-const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile};
+// The row's largest magnitude, and whether every value is finite, 16 lanes
+// at a time; then each value times the multiplier, rounded to nearest even by
+// VCVTPS2DQ (the default rounding, as the scalar loop's float adder rounds),
+// clamped to +-127 (a NaN converts to INT_MIN and clamps to -127, as the
+// scalar loop's clamp takes it) and narrowed.
+MHSA_VNNI float quantizeRow(const float* row, int64_t k, int8_t* dst, int64_t groupStride, int8_t flip) {
+  const __m512 signless = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512 largest = _mm512_set1_ps(std::numeric_limits<float>::max());
+  __m512 most = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (int64_t d = 0; d < k; d += 16) {
+    const __mmask16 m = static_cast<__mmask16>(k - d >= 16 ? 0xffff : (1u << (k - d)) - 1);
+    const __m512 magnitude = _mm512_and_ps(_mm512_maskz_loadu_ps(m, row + d), signless);
+    bad |= _mm512_cmp_ps_mask(magnitude, largest, _CMP_NLE_UQ);
+    most = _mm512_max_ps(most, magnitude);
+  }
+  const Int8Quantizer q = int8QuantizerOf(_mm512_reduce_max_ps(most), bad == 0);
+  const __m512 inverse = _mm512_set1_ps(q.inverse);
+  const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+  const __m128i flips = _mm_set1_epi8(flip);
+  for (int64_t d = 0; d < k; d += 16) {
+    const __mmask16 m = static_cast<__mmask16>(k - d >= 16 ? 0xffff : (1u << (k - d)) - 1);
+    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + d), inverse));
+    alignas(16) int8_t bytes[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(bytes),
+                    _mm_xor_si128(_mm512_cvtepi32_epi8(_mm512_min_epi32(hi, _mm512_max_epi32(lo, r))), flips));
+    for (int64_t g = 0; g < 16 && d + g < k; g += 4)
+      std::memcpy(dst + ((d + g) / 4) * groupStride, bytes + g, static_cast<size_t>(std::min<int64_t>(4, k - d - g)));
+  }
+  return q.scale;
+}
+
+const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile, quantizeRow};
 
 }  // namespace
 

@@ -79,7 +79,7 @@
   X(q) X(k) X(v) X(out) X(mask) X(keyPaddingMask) X(weights) X(sinks) X(keyLengths)
 #define MHSA_LAYER_NORM_ARGS(X) X(x) X(out) X(weight) X(bias)
 #define MHSA_PACKED_SIZE_ARGS(X)
-#define MHSA_PACK_MATRIX_ARGS(X) X(b) X(out)
+#define MHSA_PACK_MATRIX_ARGS(X) X(b) X(out) X(scales)
 #define MHSA_ROPE_ARGS(X) X(x) X(out) X(positions)
 #define MHSA_CACHE_APPEND_ARGS(X) X(k) X(v) X(keys) X(values) X(starts) X(counts)
 

@@ -1,11 +1,32 @@
 #include "pack_op.h"
 
+#include <cmath>
 #include <string>
 
 #include "../runtime/thread_pool.h"
 #include "descriptor_layouts.h"
 
 namespace mhsa {
+
+namespace {
+
+// Values already quantized must be symmetric (the AVX2 kernel's sign trick
+// and the int32 bound assume |v| <= 127), and their scales finite numbers.
+Status checkQuantized(const BufferArg& b, const BufferArg& scales, int64_t n) {
+  if (scales.length != n)
+    return Status::rangeError("packMatrix: scales must hold one per column of op(b), " + std::to_string(n) +
+                              ", received " + std::to_string(scales.length));
+  for (int64_t i = 0; i < b.length; ++i)
+    if (b.bytes()[i] == -128)
+      return Status::rangeError("packMatrix: b holds -128 at element " + std::to_string(i) +
+                                ": int8 weights are symmetric, in [-127, 127]");
+  for (int64_t j = 0; j < n; ++j)
+    if (!std::isfinite(scales.floats()[j]))
+      return Status::rangeError("packMatrix: scales[" + std::to_string(j) + "] is not a finite number");
+  return Status::success();
+}
+
+}  // namespace
 
 Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
   PackedSizeFields f;
@@ -19,7 +40,8 @@ Status preparePackedSize(const Descriptor& desc, int64_t* floats) {
   return Status::success();
 }
 
-Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, PackCall* call) {
+Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, const BufferArg& scales,
+                         PackCall* call) {
   const char* fn = "packMatrix";
   PackMatrixFields f;
   MHSA_RETURN_IF_ERROR(readDescriptor(desc, fn, &f));
@@ -34,7 +56,10 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
     return Status::typeError(f.int8   ? "packMatrix: out must be an Int8Array for int8"
                              : f.bf16 ? "packMatrix: out must be a Uint16Array for bf16"
                                       : "packMatrix: out must be a Float32Array");
-  if (b.int8) return Status::typeError("packMatrix: b must be a Float32Array or a Uint16Array of bf16 values");
+  if (b.int8 && !f.int8) return Status::rangeError("packMatrix: an int8 b packs only in int8");
+  if (b.int8 != scales.present)
+    return Status::rangeError(b.int8 ? "packMatrix: an int8 b needs its scales, one per column of op(b)"
+                                     : "packMatrix: scales go only with an int8 b");
   if (b.bf16 && !f.bf16)
     return Status::rangeError("packMatrix: a bf16 b packs only in bf16");
   if (f.int8 && k > kInt8MaxDepth)
@@ -46,12 +71,18 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
                               (f.int8 ? " bytes" : f.bf16 ? " bf16 values" : " floats") + ", received " +
                               std::to_string(out.length));
   MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, out.elementBytes(), "b", b, b.elementBytes(), false));
+  if (b.int8) MHSA_RETURN_IF_ERROR(checkQuantized(b, scales, n));
+  MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, out.elementBytes(), "scales", scales, 4, false));
   const int64_t rowStride = transpose ? 1 : s[1], colStride = transpose ? s[1] : 1;
   call->bf16 = f.bf16;
   call->int8 = f.int8;
   if (f.int8) call->out8 = static_cast<int8_t*>(const_cast<void*>(out.data));
   call->sourceBf16 = b.bf16;
-  if (b.bf16)
+  call->sourceInt8 = b.int8;
+  if (b.int8) {
+    call->b8 = StridedInt8Matrix{b.bytes(), rowStride, colStride};
+    call->scales = scales.floats();
+  } else if (b.bf16)
     call->b16 = StridedBf16Matrix{b.halves(), rowStride, colStride};
   else
     call->b = StridedMatrix{b.floats(), rowStride, colStride};
@@ -64,7 +95,9 @@ Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const Buffe
 
 void runCall(const PackCall& call) {
   ComputeScope computing;
-  if (call.int8) {
+  if (call.sourceInt8) {
+    packWholeBQuantized(call.b8, call.k, call.n, call.scales, call.out8);
+  } else if (call.int8) {
     packWholeBInt8(call.b, call.k, call.n, call.out8);
   } else if (!call.bf16) {
     packWholeB(call.b, call.k, call.n, call.out);

@@ -19,6 +19,9 @@ struct PackCall {
   bool bf16 = false;           // packed in bf16 (packWholeBBf16) into out16
   bool int8 = false;           // quantized and packed in int8 (packWholeBInt8) into out8
   bool sourceBf16 = false;     // b is already bf16 (b16)
+  bool sourceInt8 = false;     // b is already int8 (b8), with its column scales
+  StridedInt8Matrix b8{};
+  const float* scales = nullptr;
   StridedBf16Matrix b16{};
   uint16_t* out16 = nullptr;
   int8_t* out8 = nullptr;
@@ -26,7 +29,9 @@ struct PackCall {
   int64_t k = 0, n = 0;
   float* out = nullptr;
 };
-Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, PackCall* call);
+// scales: absent, or for an int8 b, op(b)'s column scales (N floats).
+Status preparePackMatrix(const Descriptor& desc, const BufferArg& b, const BufferArg& out, const BufferArg& scales,
+                         PackCall* call);
 void runCall(const PackCall& call);
 
 }  // namespace mhsa

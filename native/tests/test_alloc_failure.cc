@@ -60,7 +60,7 @@ TEST(allocation_failure_in_kernels_is_an_exception_and_recoverable) {
   ad.number(0).shape({B, H, S, D}).shape({B, H, S, D}).shape({B, H, S, D}).shape({B, H, S, D});
   ad.flag(false).number(0).flag(true).shape({}).number(0).number(-1).number(-1).flag(false);
   DescBuilder md;
-  md.shape({200, 300}).shape({300, 150}).shape({}).shape({200, 150}).flag(false).flag(false).number(1).number(0).flag(false).flag(false);
+  md.shape({200, 300}).shape({300, 150}).shape({}).shape({200, 150}).flag(false).flag(false).number(1).number(0).flag(false).flag(false).flag(false);
   {
     AttentionCall call;
     CHECK(prepareAttention(ad.done(), buf(q), buf(k), buf(v), buf(reference), none(), none(), none(), none(), &call).ok());

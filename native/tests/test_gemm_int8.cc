@@ -92,6 +92,7 @@ TEST(int8_products_give_the_scheme_bits_on_every_kernel) {
         const float alpha = variant % 4 == 0 ? 0.37f : 1.0f;
         auto a = randomFloats(rng, static_cast<size_t>(m * k), -3, 3);
         if (variant % 7 == 0) a[static_cast<size_t>((m - 1) * k)] = std::numeric_limits<float>::infinity();
+        if (variant % 11 == 0) a[static_cast<size_t>(k - 1)] = std::numeric_limits<float>::quiet_NaN();
         std::vector<float> at(a.size());  // A transposed: [k, m]
         for (int64_t i = 0; i < m; ++i)
           for (int64_t d = 0; d < k; ++d) at[d * m + i] = a[i * k + d];

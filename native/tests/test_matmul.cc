@@ -45,14 +45,14 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   BufferArg bArg = buf(b);
   if (c.prepacked) {
     DescBuilder sizeDesc;
-    sizeDesc.shape({c.k, c.n}).flag(false);
+    sizeDesc.shape({c.k, c.n}).flag(false).flag(false);
     int64_t floats = 0;
     CHECK(preparePackedSize(sizeDesc.done(), &floats).ok());
     packed = poisoned(static_cast<size_t>(floats));
     DescBuilder packDesc;
-    packDesc.shape(bMat).flag(c.tb).flag(false);
+    packDesc.shape(bMat).flag(c.tb).flag(false).flag(false);
     PackCall pack;
-    const Status st = preparePackMatrix(packDesc.done(), buf(b), buf(packed), &pack);
+    const Status st = preparePackMatrix(packDesc.done(), buf(b), buf(packed), none(), &pack);
     CHECK_MSG(st.ok(), st.message);
     if (!st.ok()) return;
     runCall(pack);
@@ -60,7 +60,7 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   }
   DescBuilder d;
   d.shape(aShape).shape(c.prepacked ? Shape{c.k, c.n} : bShape).shape(c.withC ? Shape{c.m, c.n} : Shape{});
-  d.shape(outShape).flag(c.ta).flag(c.tb && !c.prepacked).number(c.alpha).number(c.beta).flag(c.prepacked).flag(false);
+  d.shape(outShape).flag(c.ta).flag(c.tb && !c.prepacked).number(c.alpha).number(c.beta).flag(c.prepacked).flag(false).flag(false);
   MatmulCall call;
   const Status st = prepareMatmul(d.done(), buf(a), bArg, c.withC ? buf(cm) : none(), buf(out), &call);
   CHECK_MSG(st.ok(), describe(c) + ": " + st.message);
@@ -182,7 +182,7 @@ TEST(matmul_empty_dims_write_nothing_or_zeros) {
   std::vector<float> a, b, c{1, 2, 3, 4, 5, 6};
   std::vector<float> out = poisoned(6);
   DescBuilder d;
-  d.shape({2, 0}).shape({0, 3}).shape({2, 3}).shape({2, 3}).flag(false).flag(false).number(1).number(2).flag(false).flag(false);
+  d.shape({2, 0}).shape({0, 3}).shape({2, 3}).shape({2, 3}).flag(false).flag(false).number(1).number(2).flag(false).flag(false).flag(false);
   MatmulCall call;
   const Status st = prepareMatmul(d.done(), {nullptr, 0, true}, {nullptr, 0, true}, buf(c), buf(out), &call);
   CHECK_MSG(st.ok(), st.message);

@@ -179,7 +179,7 @@ TEST(layernorm_offsets_overflow_and_in_place) {
 TEST(descriptor_and_shape_rejections) {
   const std::vector<float> a(6, 1), b(6, 1);
   const double nan = std::nan(""), inf = INFINITY;
-  const std::vector<double> good = {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0};
+  const std::vector<double> good = {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0};
   {
     std::vector<float> out = poisoned(4);
     CHECK(tryMatmul(good, a, b, out).ok());
@@ -188,18 +188,18 @@ TEST(descriptor_and_shape_rejections) {
   const std::vector<std::vector<double>> bad = {
       {},                                               // empty
       {2, 2, 3},                                        // too short
-      {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 7}, // extra value
-      {nan, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},  // NaN rank
-      {2, nan, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},  // NaN dim
-      {2, -2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},   // negative dim
-      {2, 2.5, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},  // fractional dim
-      {2, inf, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},  // infinite dim
-      {2, 4294967296.0, 4294967296.0, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},  // 2^64 elements
-      {33, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},   // rank beyond 32
-      {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0},    // flag not 0/1
-      {2, 2, 3, 2, 2, 3, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0},    // inner dims differ
-      {2, 2, 3, 2, 3, 2, 0, 2, 2, 3, 0, 0, 1, 0, 0, 0},    // wrong out shape
-      {2, 3, 2, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 1, 0},    // packed b of the wrong length
+      {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0, 7}, // extra value
+      {nan, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},  // NaN rank
+      {2, nan, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},  // NaN dim
+      {2, -2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},   // negative dim
+      {2, 2.5, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},  // fractional dim
+      {2, inf, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},  // infinite dim
+      {2, 4294967296.0, 4294967296.0, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},  // 2^64 elements
+      {33, 2, 3, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},   // rank beyond 32
+      {2, 2, 3, 2, 3, 2, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0, 0},    // flag not 0/1
+      {2, 2, 3, 2, 2, 3, 0, 2, 2, 2, 0, 0, 1, 0, 0, 0, 0},    // inner dims differ
+      {2, 2, 3, 2, 3, 2, 0, 2, 2, 3, 0, 0, 1, 0, 0, 0, 0},    // wrong out shape
+      {2, 3, 2, 2, 3, 2, 0, 2, 2, 2, 0, 0, 1, 0, 1, 0, 0},    // packed b of the wrong length
   };
   for (size_t i = 0; i < bad.size(); ++i) {
     std::vector<float> out = poisoned(4);
@@ -221,7 +221,7 @@ TEST(aliasing_of_out_is_rejected) {
   const BufferArg a{storage.data(), 6, true}, b{storage.data() + 6, 6, true};
   const BufferArg overlapping{storage.data() + 4, 4, true}, disjoint{storage.data() + 12, 4, true};
   DescBuilder d;
-  d.shape({2, 3}).shape({3, 2}).shape({}).shape({2, 2}).flag(false).flag(false).number(1).number(0).flag(false).flag(false);
+  d.shape({2, 3}).shape({3, 2}).shape({}).shape({2, 2}).flag(false).flag(false).number(1).number(0).flag(false).flag(false).flag(false);
   MatmulCall call;
   const Status st = prepareMatmul(d.done(), a, b, none(), overlapping, &call);
   CHECK(!st.ok() && st.message.find("must not share memory with a") != std::string::npos);
@@ -287,7 +287,7 @@ TEST(concurrent_callers_share_the_pool_and_stay_correct) {
       const int64_t n = 96;
       const auto a = randomFloats(rng, n * n), b = randomFloats(rng, n * n);
       DescBuilder d;
-      d.shape({n, n}).shape({n, n}).shape({}).shape({n, n}).flag(false).flag(false).number(1).number(0).flag(false).flag(false);
+      d.shape({n, n}).shape({n, n}).shape({}).shape({n, n}).flag(false).flag(false).number(1).number(0).flag(false).flag(false).flag(false);
       std::vector<double> ref(n * n);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < n; ++j) {
@@ -339,7 +339,7 @@ TEST(empty_tensors_with_huge_dims_plan_without_overflow) {
   {
     DescBuilder d;
     d.shape({0, 1LL << 40, 1LL << 40}).shape({1LL << 40, 0}).shape({}).shape({0, 1LL << 40, 0});
-    d.flag(false).flag(false).number(1).number(0).flag(false).flag(false);
+    d.flag(false).flag(false).number(1).number(0).flag(false).flag(false).flag(false);
     MatmulCall call;
     const Status st = prepareMatmul(d.done(), {nullptr, 0, true}, {nullptr, 0, true}, none(), {nullptr, 0, true}, &call);
     CHECK_MSG(st.ok(), st.message);

@@ -18,7 +18,7 @@ TEST(soak_every_op_repeatedly) {
   int failures = 0;
   for (int it = 0; it < iterations; ++it) {
     DescBuilder md;
-    md.shape({33, 65}).shape({65, 17}).shape({}).shape({33, 17}).flag(false).flag(false).number(1).number(0).flag(false).flag(false);
+    md.shape({33, 65}).shape({65, 17}).shape({}).shape({33, 17}).flag(false).flag(false).number(1).number(0).flag(false).flag(false).flag(false);
     MatmulCall mc;
     failures += !prepareMatmul(md.done(), buf(a), buf(b), none(), buf(mm), &mc).ok();
     runCall(mc);
@@ -43,14 +43,14 @@ TEST(soak_every_op_repeatedly) {
     runCall(lc);
 
     DescBuilder pd;
-    pd.shape({65, 17}).flag(false);
+    pd.shape({65, 17}).flag(false).flag(false);
     int64_t floats = 0;
     failures += !preparePackedSize(pd.done(), &floats).ok();
     packed.assign(static_cast<size_t>(floats), 0.0f);
     DescBuilder pk;
-    pk.shape({65, 17}).flag(false).flag(false);
+    pk.shape({65, 17}).flag(false).flag(false).flag(false);
     PackCall pc;
-    failures += !preparePackMatrix(pk.done(), buf(b), buf(packed), &pc).ok();
+    failures += !preparePackMatrix(pk.done(), buf(b), buf(packed), none(), &pc).ok();
     runCall(pc);
 
     // Rejected calls allocate only their message.
