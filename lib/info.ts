@@ -25,7 +25,8 @@ export interface MhsaInfo {
   bf16: string;
   /**
    * Kernels of products against int8 weights: 'avx512vnni' (VPDPBUSD),
-   * 'avx2' (VPMADDUBSW) or 'portable'. Lower it with MHSA_ISA.
+   * 'avx2' (VPMADDUBSW), 'neon-dotprod' (arm64 SDOT), 'neon' or 'portable'.
+   * Lower it with MHSA_ISA (x86).
    */
   int8: string;
   /** System BLAS linked at build time, or null for the built-in kernels. */

@@ -255,7 +255,7 @@ describe(`MultiHeadSelfAttention with int8 projections (seed ${SEED})`, () => {
     { name: 'llama', dim: 64, heads: 4, kvHeads: 2, norm: 'rms' as const, bias: false },
   ];
   for (const l of layers) {
-    test(`${l.name}: cosine ≥ 0.999 and within 2e-2 of float32; async the same bits`, async () => {
+    test(`${l.name}: cosine ≥ 0.999 and within 3e-2 of float32 (N(0, 1) weights); async the same bits`, async () => {
       const rng = rngFor(SEED, `block ${l.name}`);
       const dimHead = l.dim / l.heads;
       const rows = (l.heads + 2 * l.kvHeads) * dimHead;
@@ -276,23 +276,49 @@ describe(`MultiHeadSelfAttention with int8 projections (seed ${SEED})`, () => {
       const full = new MultiHeadSelfAttention(config);
       const [B, T] = [2, 17];
       const x = tensor(gaussian(rng, B * T * l.dim), [B, T, l.dim]);
+      // Gaussian weights waste part of int8's range on their tails: over 60 seeds these layers
+      // measured up to 2.1e-2 (docs/design/int8.md, "Accuracy").
       const check = (got: Float32Array, want: Float32Array, label: string) => {
         expect({ label, cosine: cosine(got, want) >= 0.999 }).toEqual({ label, cosine: true });
-        expectClose(got, want, 2e-2, { seed: SEED, label });
+        expectClose(got, want, 3e-2, { seed: SEED, label });
       };
       const causal = l.norm === 'rms';
       const y = q8.forward(x, { causal });
       check(y.data, full.forward(x, { causal }).data, `${l.name} against float32`);
       expectBitEqual((await q8.forwardAsync(x, { causal })).data, y.data, { seed: SEED, label: `${l.name} async` });
       if (l.norm !== 'rms') return;
-      // Decode: the prompt, then three single tokens, each against the cache.
+      // Decode: the prompt, then eight single tokens, each against the cache; the outputs
+      // together against float32's (one 64-wide token alone is too few values to measure 2e-2 on).
       const caches = [q8, full].map(() => new KVCache({ batch: 1, kvHeads: l.kvHeads, headDim: dimHead, maxLength: 32 }));
-      const prompt = tensor(gaussian(rng, 9 * l.dim), [1, 9, l.dim]);
-      check(q8.forward(prompt, { cache: caches[0], causal: true }).data, full.forward(prompt, { cache: caches[1], causal: true }).data, 'prompt');
-      for (let step = 0; step < 3; step++) {
-        const token = tensor(gaussian(rng, l.dim), [1, 1, l.dim]);
-        check(q8.forward(token, { cache: caches[0], causal: true }).data, full.forward(token, { cache: caches[1], causal: true }).data, `step ${step}`);
-      }
+      const steps = [tensor(gaussian(rng, 9 * l.dim), [1, 9, l.dim])];
+      for (let step = 0; step < 8; step++) steps.push(tensor(gaussian(rng, l.dim), [1, 1, l.dim]));
+      const decode = (block: MultiHeadSelfAttention, cache: KVCache) => {
+        const outs = steps.map((x) => block.forward(x, { cache, causal: true }).data);
+        return Float32Array.from(outs.flatMap((o) => Array.from(o)));
+      };
+      check(decode(q8, caches[0]), decode(full, caches[1]), 'prompt and decode steps');
     });
   }
+
+  test('ViT-B/16 scale (dim 768, 12 heads, 197 tokens): within 2e-2 of float32 with uniform weights, 3e-2 with Gaussian ones; cosine ≥ 0.999', () => {
+    const rng = rngFor(SEED, 'vit-b');
+    const [dim, heads, rows] = [768, 12, 3 * 768];
+    const uniform = (n: number, scale: number) => randomFloat32(rng, n).map((v) => v * scale);
+    for (const [kind, weights, bound] of [
+      ['uniform', (n: number) => uniform(n, Math.sqrt(3 / dim)), 2e-2],
+      ['Gaussian', (n: number) => gaussian(rng, n).map((v) => v / Math.sqrt(dim)), 3e-2],
+    ] as const) {
+      const config = {
+        dim,
+        heads,
+        norm: { weight: tensor(randomFloat32(rng, dim).map((v) => 1 + 0.5 * v), [dim]) },
+        weights: { qkvWeight: tensor(weights(rows * dim), [rows, dim]), outWeight: tensor(weights(dim * dim), [dim, dim]), qkvBias: tensor(uniform(rows, 0.1), [rows]) },
+      };
+      const x = tensor(uniform(197 * dim, 1), [1, 197, dim]);
+      const got = new MultiHeadSelfAttention({ ...config, dtype: 'int8' }).forward(x).data;
+      const want = new MultiHeadSelfAttention(config).forward(x).data;
+      expect({ kind, cosine: cosine(got, want) >= 0.999 }).toEqual({ kind, cosine: true });
+      expectClose(got, want, bound, { seed: SEED, label: `${kind} weights` });
+    }
+  });
 });

@@ -184,6 +184,10 @@ int availableInt8Kernels(const Int8Kernels** list, int capacity) {
 #endif
   if (count < capacity && isa >= Isa::Avx2) list[count++] = &avx2Int8Kernels();
 #endif
+#if defined(__aarch64__)
+  if (count < capacity && cpuHasDotProduct()) list[count++] = &neonDotInt8Kernels();
+  if (count < capacity) list[count++] = &neonInt8Kernels();
+#endif
   if (count < capacity) list[count++] = &kPortableInt8;
   return count;
 }

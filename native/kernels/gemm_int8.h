@@ -104,5 +104,10 @@ inline void gemmInt8(const Int8Problem& p) { gemmInt8(p, int8Kernels()); }
 // Per-ISA paths (x86 builds only).
 const Int8Kernels& avx512VnniInt8Kernels();
 const Int8Kernels& avx2Int8Kernels();
+// arm64 builds only (gemm_int8_neon.cc): with the dot-product instructions,
+// which cpuHasDotProduct() detects (Linux), and with plain NEON.
+const Int8Kernels& neonDotInt8Kernels();
+const Int8Kernels& neonInt8Kernels();
+bool cpuHasDotProduct();
 
 }  // namespace mhsa

@@ -3,7 +3,10 @@
 // sums, std::nearbyint), over awkward shapes, alpha, a bias, accumulating, a
 // strided A and non-finite rows; and the result is within int8's error of the
 // float64 product.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -83,6 +86,13 @@ TEST(int8_products_give_the_scheme_bits_on_every_kernel) {
   const Int8Kernels* kernels[4];
   const int count = availableInt8Kernels(kernels, 4);
   CHECK(count >= 1);
+#if defined(__aarch64__)
+  // NEON is arm64's baseline: its tile is always among them (and SDOT's where the CPU has it).
+  CHECK(std::any_of(kernels, kernels + count, [](const Int8Kernels* k) { return std::string(k->name) == "neon"; }));
+  CHECK(cpuHasDotProduct() == std::any_of(kernels, kernels + count, [](const Int8Kernels* k) { return std::string(k->name) == "neon-dotprod"; }));
+#endif
+  if (std::getenv("MHSA_TEST_VERBOSE"))
+    for (int c = 0; c < count; ++c) std::printf("int8 kernels: %s\n", kernels[c]->name);
   int variant = 0;
   for (int64_t m : {1, 2, 3, 13, 65})
     for (int64_t k : {1, 3, 17, 65, 197})
