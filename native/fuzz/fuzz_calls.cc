@@ -207,7 +207,7 @@ BufferArg int8Buffer(Buffers& bufs, const BufferPlan& p) {
   bufs.floats.emplace_back(static_cast<size_t>((p.length + 3) / 4), 0.0f);
   // Placed so the buffer ends where the allocation does (ASan sees a read past it).
   int8_t* data = reinterpret_cast<int8_t*>(bufs.floats.back().data()) + (4 - p.length % 4) % 4;
-  std::memset(data, 1, static_cast<size_t>(p.length));
+  if (p.length > 0) std::memset(data, 1, static_cast<size_t>(p.length));
   BufferArg arg{data, p.length, true};
   arg.int8 = true;
   return arg;

@@ -65,7 +65,7 @@ int64_t packedInt8Bytes(int64_t k, int64_t n) {
 PackedInt8View packedInt8View(const int8_t* packed, int64_t k, int64_t n) {
   const int64_t cols = paddedColumns(n), groups = groupsOf(k);
   const int8_t* sums = packed + cols * groups * kInt8DepthGroup;
-  return {packed, reinterpret_cast<const int32_t*>(sums), reinterpret_cast<const float*>(sums + cols * 4), groups};
+  return {packed, sums, sums + cols * 4, groups};
 }
 
 namespace {
@@ -76,9 +76,9 @@ namespace {
 template <typename Column>
 void packColumns(int64_t k, int64_t n, int8_t* packed, Column column) {
   const int64_t cols = paddedColumns(n), groups = groupsOf(k);
-  int8_t* tail = packed + cols * groups * kInt8DepthGroup;
-  int32_t* sums = reinterpret_cast<int32_t*>(tail);
-  float* scales = reinterpret_cast<float*>(tail + cols * 4);
+  // Sums and scales are stored as bytes: a raw call's out need not be 4-byte aligned.
+  int8_t* sums = packed + cols * groups * kInt8DepthGroup;
+  int8_t* scales = sums + cols * 4;
   parallelFor(cols / kInt8SliverColumns, [&](int64_t s) {
     int8_t* sliver = packed + s * groups * kSliverBytes;
     std::memset(sliver, 0, static_cast<size_t>(groups * kSliverBytes));
@@ -89,8 +89,9 @@ void packColumns(int64_t k, int64_t n, int8_t* packed, Column column) {
         sliver[(d / kInt8DepthGroup) * kSliverBytes + c * kInt8DepthGroup + d % kInt8DepthGroup] = v;
         sum += v;
       };
-      scales[j] = j < n ? column(j, put) : 0.0f;
-      sums[j] = sum;
+      const float scale = j < n ? column(j, put) : 0.0f;
+      std::memcpy(scales + 4 * j, &scale, 4);
+      std::memcpy(sums + 4 * j, &sum, 4);
     }
   });
 }
@@ -200,6 +201,10 @@ void gemmInt8(const Int8Problem& p, const Int8Kernels& kk) {
   const int64_t tileBytes = groups * mr * kInt8DepthGroup;
   std::vector<int8_t> aq(static_cast<size_t>(rowTiles * tileBytes));
   std::vector<float> aScales(static_cast<size_t>(rowTiles * mr));
+  std::vector<int32_t> columnSums(static_cast<size_t>(p.n));
+  std::vector<float> columnScales(static_cast<size_t>(p.n));
+  std::memcpy(columnSums.data(), b.sums, static_cast<size_t>(p.n) * 4);
+  std::memcpy(columnScales.data(), b.scales, static_cast<size_t>(p.n) * 4);
   parallelFor(rowTiles, [&](int64_t t) {
     packATile(p, kk, t * mr, std::min(p.m, (t + 1) * mr), groups, aq.data() + t * tileBytes, aScales.data() + t * mr);
   });
@@ -211,8 +216,8 @@ void gemmInt8(const Int8Problem& p, const Int8Kernels& kk) {
       alignas(64) int32_t acc[16 * kInt8SliverColumns];
       kk.tile(groups, aq.data() + t * tileBytes, rows, b.slivers + s * groups * kSliverBytes, acc);
       const int64_t j0 = s * kInt8SliverColumns, cols = std::min(kInt8SliverColumns, p.n - j0);
-      const int32_t* sums = b.sums + j0;
-      const float* sw = b.scales + j0;
+      const int32_t* sums = columnSums.data() + j0;
+      const float* sw = columnScales.data() + j0;
       for (int i = 0; i < rows; ++i) {
         const float sa = aScales[t * mr + i];
         float* out = p.out + (t * mr + i) * p.outRowStride + j0;

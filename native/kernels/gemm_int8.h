@@ -42,12 +42,13 @@ struct StridedInt8Matrix {
 };
 void packWholeBQuantized(const StridedInt8Matrix& b, int64_t k, int64_t n, const float* scales, int8_t* packed);
 
-// A packed matrix's parts.
+// A packed matrix's parts. The sums and scales are read as bytes (memcpy):
+// prepack places them 4-byte aligned, a forged Int8Array need not.
 struct PackedInt8View {
-  const int8_t* slivers;   // sliver s at s * groups * 128 bytes
-  const int32_t* sums;     // per padded column: sum over k of w_q
-  const float* scales;     // per padded column: sw
-  int64_t groups;          // ceil(k / 4)
+  const int8_t* slivers;  // sliver s at s * groups * 128 bytes
+  const int8_t* sums;     // per padded column: int32 sum over k of w_q
+  const int8_t* scales;   // per padded column: float sw
+  int64_t groups;         // ceil(k / 4)
 };
 PackedInt8View packedInt8View(const int8_t* packed, int64_t k, int64_t n);
 

@@ -137,6 +137,28 @@ inline simde__m256i truncate32To16(simde__m512i x) {
   return r;
 }
 
+// vmovdqu16 with a zeroing mask: the 16-bit lanes k selects, read from p; the others 0.
+inline simde__m256i maskzLoad16(unsigned k, const void* p) {
+  uint16_t lanes[16] = {};
+  const uint16_t* from = static_cast<const uint16_t*>(p);
+  for (int i = 0; i < 16; ++i)
+    if ((k >> i) & 1) lanes[i] = from[i];
+  simde__m256i r;
+  std::memcpy(&r, lanes, sizeof r);
+  return r;
+}
+
+// vpmovzxwd: 16 unsigned 16-bit values widened to 32-bit lanes.
+inline simde__m512i widen16To32(simde__m256i x) {
+  uint16_t in[16];
+  uint32_t out[16];
+  std::memcpy(in, &x, sizeof in);
+  for (int i = 0; i < 16; ++i) out[i] = in[i];
+  simde__m512i r;
+  std::memcpy(&r, out, sizeof r);
+  return r;
+}
+
 }  // namespace mhsa_emulated_avx512
 
 #undef _mm512_mask_loadu_ps
@@ -175,3 +197,9 @@ inline simde__m256i truncate32To16(simde__m512i x) {
 // SIMDe 0.7.4 lacks it (gemm_bf16_avx512.cc's rounding to bf16).
 #undef _mm512_cvtepi32_epi16
 #define _mm512_cvtepi32_epi16(x) mhsa_emulated_avx512::truncate32To16(x)
+// SIMDe 0.7.4 lacks it (decode_avx512.cc's widening of bf16 keys and values).
+#undef _mm512_cvtepu16_epi32
+#define _mm512_cvtepu16_epi32(x) mhsa_emulated_avx512::widen16To32(x)
+// SIMDe 0.7.4 lacks it (decode_avx512.cc's ragged tail of bf16 keys and values).
+#undef _mm256_maskz_loadu_epi16
+#define _mm256_maskz_loadu_epi16(k, p) mhsa_emulated_avx512::maskzLoad16((k), (p))
