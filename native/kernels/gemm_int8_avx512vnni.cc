@@ -4,7 +4,8 @@
 // each group of 4 depths loads two vectors of the sliver and broadcasts one
 // 32-bit word per row. Compiled with the AVX-512 flags, and VNNI by a target
 // attribute (the CPU check is cpuHasAvx512Vnni). Not in the emulated AVX-512
-// test build, whose SIMDe lacks VPDPBUSD: there the CPU check says no.
+// test build: the attribute would emit real AVX-512 there (SIMDe's dpbusd.h
+// could stand in; not wired), and there the CPU check says no.
 #if !defined(MHSA_EMULATED_AVX512)
 #include <algorithm>
 #include <cstdint>
