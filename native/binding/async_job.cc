@@ -2,6 +2,7 @@
 
 #include "buffer_pinning.h"
 #include "native_error.h"
+#include "../runtime/float_state.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -57,7 +58,10 @@ class Dispatcher {
   void push(Job* job) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!started_) {
-      std::thread([this] { loop(); }).detach();
+      std::thread([this, state = currentFloatState()] {
+        applyFloatState(state);
+        loop();
+      }).detach();
       started_ = true;
     }
     queue_.push_back(job);

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "float_state.h"
+
 namespace mhsa {
 namespace {
 
@@ -74,7 +76,10 @@ class ThreadPool {
     const uint64_t gen = generation_.load();
     for (int i = 1; i < n; ++i) {
       try {
-        helpers_.emplace_back([this, gen] { helperLoop(gen); });
+        helpers_.emplace_back([this, gen, state = currentFloatState()] {
+          applyFloatState(state);
+          helperLoop(gen);
+        });
       } catch (const std::system_error&) {
         break;  // the OS refused another thread: carry on with the helpers we have
       }
