@@ -4,7 +4,12 @@
     # -ffp-contract=off: GCC fuses a multiply and an add into an FMA in C++ by
     # default, so two kernels with the same epilogue (alpha * sum, then + c or
     # the bias, rounded separately: kernel_table.h) gave different bits.
-    "mhsa_release_flags": ["-O3", "-fPIC", "-std=c++17", "-ffp-contract=off"],
+    # -fvisibility=hidden: only the Node-API entry points are exported. Otherwise
+    # the statics of inline functions (the per-thread scratch) are GNU unique
+    # symbols, which the dynamic linker binds across every loaded copy of mhsa,
+    # RTLD_LOCAL or not: two versions in one process shared one scratch table
+    # of different layouts and corrupted the heap.
+    "mhsa_release_flags": ["-O3", "-fPIC", "-std=c++17", "-ffp-contract=off", "-fvisibility=hidden"],
     # Node's own -std (gnu++17 up to Node 22, gnu++20 from 23), replaced by ours.
     "mhsa_node_std": ["-std=gnu++17", "-std=gnu++20"],
     # The prebuilt packages' binaries (scripts/release/build-prebuilds.js sets

@@ -461,6 +461,20 @@ describe('as installed from the registry', () => {
     }
   });
 
+  // Another copy of mhsa in the process (two versions in one dependency tree) must not share
+  // mhsa's own symbols: the statics of inline functions, such as the per-thread scratch, are GNU
+  // unique symbols when exported, which the dynamic linker binds across copies whatever
+  // RTLD_LOCAL says. Two builds with different scratch layouts corrupted the heap that way.
+  const ownBuilds = [built, path.join(ROOT, 'build-cmake', 'Release', 'mhsa.node')].filter((f) => fs.existsSync(f));
+  test.each(ownBuilds)('%s exports no symbol of mhsa\'s own, only the Node-API entry points', (file) => {
+    const nm = spawnSync('nm', ['-D', '--defined-only', file], { encoding: 'utf8' });
+    if (nm.error) return; // no binutils here: nothing to read the table with
+    const own = nm.stdout.split('\n').filter((line) => /_ZN?Z?N4mhsa|\bnapi_register_module|\bnode_api_module/.test(line));
+    const entryPoints = own.filter((line) => /\b(napi_register_module_v1|node_api_module_get_api_version_v1)$/.test(line));
+    expect(own.filter((line) => !entryPoints.includes(line))).toEqual([]);
+    expect(entryPoints.length).toBeGreaterThan(0);
+  });
+
   test('a local build is preferred to the platform package; a broken one is named, not skipped', () => {
     const pkgDir = `node_modules/${platformPackage ?? '@mhsa/none'}`;
     installedCopy({ [`${pkgDir}/package.json`]: path.join(ROOT, 'package.json'), [`${pkgDir}/mhsa.node`]: built, 'build/Release/mhsa.node': built }, (dir) => {
