@@ -18,7 +18,7 @@
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
  * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache.
  * decoder: LLaMA-3-8B's attention layer (m_decode) taking one token against a KVCache of `length`
- * positions, then truncated back; AB_LAYER=dim,heads,kvHeads,dimHead another layer (256,4,4,64: decode-small.js's); AB_DTYPE=bf16 its weights and cache in bf16 (the block's too). Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once.
+ * positions, then truncated back; AB_LAYER=dim,heads,kvHeads,dimHead another layer (256,4,4,64: decode-small.js's); AB_DTYPE=bf16 its weights and cache in bf16 (the block's too). Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once (bf16, int8: in that dtype).
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
  *
  * Each build gets its own copy of dist/ (so each loads its own addon, with its
@@ -102,12 +102,12 @@ function workload() {
   }
   if (kind === 'matmul') {
     // A row-major product from JS, B unpacked (packed inside every call), or with AB_PREPACK=1
-    // prepacked once per build (as the block's weights are); AB_PREPACK=bf16 prepacked in bf16.
+    // prepacked once per build (as the block's weights are); AB_PREPACK=bf16 or int8 prepacked in that dtype.
     const [M, K, N] = (rest[0] ?? '197,768,2304').split(',').map(Number);
     const [rounds = 30, burst = 5] = nums;
     const a = { data: rnd(M * K), shape: [M, K] }, b = { data: rnd(K * N), shape: [K, N] };
-    const prepacked = process.env.AB_PREPACK === '1' || process.env.AB_PREPACK === 'bf16';
-    const dtype = process.env.AB_PREPACK === 'bf16' ? 'bf16' : 'float32';
+    const prepacked = ['1', 'bf16', 'int8'].includes(process.env.AB_PREPACK ?? '');
+    const dtype = process.env.AB_PREPACK === '1' ? 'float32' : process.env.AB_PREPACK;
     return {
       label: `matmul ${M}x${K}x${N}${prepacked ? ` prepacked B (${dtype})` : ''}`,
       rounds,

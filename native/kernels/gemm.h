@@ -10,11 +10,14 @@
 
 namespace mhsa {
 
-struct StridedMatrix {
-  const float* data;
+// A matrix of T addressed as data[i * rowStride + j * colStride].
+template <typename T>
+struct Strided {
+  const T* data;
   int64_t rowStride;
   int64_t colStride;
 };
+using StridedMatrix = Strided<float>;
 
 // A LayerNorm over each row of A (PyTorch's: biased variance, eps inside the
 // root; weight and bias over k, either may be null).
@@ -38,6 +41,9 @@ struct GemmProblem {
   const float* packedB = nullptr;
   // B packed in bf16 by packWholeBBf16 (gemm_bf16.h): only gemmBf16 reads it.
   const uint16_t* packedBBf16 = nullptr;
+  // B quantized and packed by packWholeBInt8 (gemm_int8.h): only gemmInt8
+  // reads it, and it takes neither outColStride nor aLayerNorm.
+  const int8_t* packedBInt8 = nullptr;
   // A row of n values added to every row of out (a projection's bias), in the
   // step that first writes each tile, while the tile is still in L1: a
   // separate pass filling out with the bias would cost a write of all of out

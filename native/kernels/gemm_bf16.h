@@ -29,11 +29,7 @@ int64_t packedBf16Size(int64_t k, int64_t n);
 void packWholeBBf16(const StridedMatrix& b, int64_t k, int64_t n, uint16_t* packed);
 
 // The same from a matrix already in bf16 (a checkpoint's tensor kept as is).
-struct StridedBf16Matrix {
-  const uint16_t* data;
-  int64_t rowStride;
-  int64_t colStride;
-};
+using StridedBf16Matrix = Strided<uint16_t>;
 void packWholeBBf16(const StridedBf16Matrix& b, int64_t k, int64_t n, uint16_t* packed);
 
 // The kernels a bf16 product runs on, chosen at run time (bf16Kernels()).

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "../runtime/cpu_features.h"
 #include "../runtime/thread_pool.h"
 #include "kernel_math.h"
+#include "scratch.h"
 
 namespace mhsa {
 namespace {
@@ -143,7 +143,7 @@ const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4
 // Rows [r0, r1) of a (at most mr) quantized into the packed A tile at dst
 // (per group: mr rows x 4 bytes; rows past r1 and depths past k are zero),
 // with each row's scale.
-void packATile(const Int8Problem& p, const Int8Kernels& kk, int64_t r0, int64_t r1, int64_t groups, int8_t* dst,
+void packATile(const GemmProblem& p, const Int8Kernels& kk, int64_t r0, int64_t r1, int64_t groups, int8_t* dst,
                float* scales) {
   std::memset(dst, 0, static_cast<size_t>(groups * kk.mr * kInt8DepthGroup));
   const int8_t bias = kk.unsignedA ? int8_t(-128) : int8_t(0);  // + 128 as a u8 is a flip of the sign bit
@@ -193,39 +193,41 @@ int availableInt8Kernels(const Int8Kernels** list, int capacity) {
   return count;
 }
 
-void gemmInt8(const Int8Problem& p, const Int8Kernels& kk) {
+void gemmInt8(const GemmProblem& p, const Int8Kernels& kk) {
   if (p.m <= 0 || p.n <= 0) return;
-  const PackedInt8View b = packedInt8View(p.packed, p.k, p.n);
+  const PackedInt8View b = packedInt8View(p.packedBInt8, p.k, p.n);
   const int64_t groups = b.groups, mr = kk.mr;
   const int64_t rowTiles = (p.m + mr - 1) / mr, slivers = paddedColumns(p.n) / kInt8SliverColumns;
   const int64_t tileBytes = groups * mr * kInt8DepthGroup;
-  std::vector<int8_t> aq(static_cast<size_t>(rowTiles * tileBytes));
-  std::vector<float> aScales(static_cast<size_t>(rowTiles * mr));
-  std::vector<int32_t> columnSums(static_cast<size_t>(p.n));
-  std::vector<float> columnScales(static_cast<size_t>(p.n));
-  std::memcpy(columnSums.data(), b.sums, static_cast<size_t>(p.n) * 4);
-  std::memcpy(columnScales.data(), b.scales, static_cast<size_t>(p.n) * 4);
+  // The caller's scratch: the pool's threads use it only inside the parallelFor calls below.
+  int8_t* aq = reinterpret_cast<int8_t*>(scratchFloats(ScratchSlot::Int8PackA, static_cast<size_t>((rowTiles * tileBytes + 3) / 4)));
+  float* aScales = scratchFloats(ScratchSlot::Int8RowScales, static_cast<size_t>(rowTiles * mr));
   parallelFor(rowTiles, [&](int64_t t) {
-    packATile(p, kk, t * mr, std::min(p.m, (t + 1) * mr), groups, aq.data() + t * tileBytes, aScales.data() + t * mr);
+    packATile(p, kk, t * mr, std::min(p.m, (t + 1) * mr), groups, aq + t * tileBytes, aScales + t * mr);
   });
   // A task is one sliver against every row tile: the sliver stays in L1 while
   // the packed A streams from L2.
   parallelFor(slivers, [&](int64_t s) {
+    const int64_t j0 = s * kInt8SliverColumns, cols = std::min(kInt8SliverColumns, p.n - j0);
+    // The sliver's sums and scales, copied as bytes: a forged Int8Array need not be 4-byte aligned.
+    int32_t sums[kInt8SliverColumns];
+    float sw[kInt8SliverColumns];
+    std::memcpy(sums, b.sums + 4 * j0, static_cast<size_t>(cols) * 4);
+    std::memcpy(sw, b.scales + 4 * j0, static_cast<size_t>(cols) * 4);
     for (int64_t t = 0; t < rowTiles; ++t) {
       const int rows = static_cast<int>(std::min(mr, p.m - t * mr));
       alignas(64) int32_t acc[16 * kInt8SliverColumns];
-      kk.tile(groups, aq.data() + t * tileBytes, rows, b.slivers + s * groups * kSliverBytes, acc);
-      const int64_t j0 = s * kInt8SliverColumns, cols = std::min(kInt8SliverColumns, p.n - j0);
-      const int32_t* sums = columnSums.data() + j0;
-      const float* sw = columnScales.data() + j0;
+      kk.tile(groups, aq + t * tileBytes, rows, b.slivers + s * groups * kSliverBytes, acc);
       for (int i = 0; i < rows; ++i) {
         const float sa = aScales[t * mr + i];
         float* out = p.out + (t * mr + i) * p.outRowStride + j0;
         const int32_t* row = acc + i * kInt8SliverColumns;
         for (int64_t j = 0; j < cols; ++j) {
           // Wrapping arithmetic: exact for a matrix packWholeBInt8 made, and defined for a forged one.
-          const int32_t sum = kk.unsignedA ? static_cast<int32_t>(static_cast<uint32_t>(row[j]) - 128u * static_cast<uint32_t>(sums[j]))
-                                           : row[j];
+          const int32_t sum =
+              kk.unsignedA
+                  ? static_cast<int32_t>(static_cast<uint32_t>(row[j]) - 128u * static_cast<uint32_t>(sums[j]))
+                  : row[j];
           float r = p.alpha * (static_cast<float>(sum) * (sa * sw[j]));
           if (p.accumulate) r = r + out[j];
           if (p.bias) r = r + p.bias[j0 + j];

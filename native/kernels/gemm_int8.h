@@ -35,11 +35,7 @@ void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed
 
 // Packs op(B) already quantized (k x n int8 values in [-127, 127]) with its
 // column scales as they are, quantizing nothing.
-struct StridedInt8Matrix {
-  const int8_t* data;
-  int64_t rowStride;
-  int64_t colStride;
-};
+using StridedInt8Matrix = Strided<int8_t>;
 void packWholeBQuantized(const StridedInt8Matrix& b, int64_t k, int64_t n, const float* scales, int8_t* packed);
 
 // A packed matrix's parts. The sums and scales are read as bytes (memcpy):
@@ -87,20 +83,11 @@ const Int8Kernels& int8Kernels();
 // The kernels of each path this CPU runs, best first (the tests try each).
 int availableInt8Kernels(const Int8Kernels** list, int capacity);
 
-// out (row stride outRowStride) = the product of a (m x k, strided) and a
-// packed int8 matrix, over the thread pool. bias may be null.
-struct Int8Problem {
-  int64_t m, n, k;
-  float alpha;
-  StridedMatrix a;
-  const int8_t* packed;
-  float* out;
-  int64_t outRowStride;
-  bool accumulate;
-  const float* bias;
-};
-void gemmInt8(const Int8Problem& p, const Int8Kernels& kernels);
-inline void gemmInt8(const Int8Problem& p) { gemmInt8(p, int8Kernels()); }
+// The product of a (m x k, strided) and p.packedBInt8 into out (row stride
+// outRowStride; outColStride must be 1), with alpha, accumulate and bias as
+// GemmProblem says, over the thread pool.
+void gemmInt8(const GemmProblem& p, const Int8Kernels& kernels);
+inline void gemmInt8(const GemmProblem& p) { gemmInt8(p, int8Kernels()); }
 
 // Per-ISA paths (x86 builds only).
 const Int8Kernels& avx512VnniInt8Kernels();

@@ -21,6 +21,8 @@ enum class ScratchSlot {
   AttentionWidenKV,
   SoftmaxRow,
   Bf16ARow,
+  Int8PackA,
+  Int8RowScales,
   Count
 };
 

@@ -206,8 +206,9 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   p.outRowStride = plan.n;
   p.outColStride = 1;
   p.accumulate = accumulate;
-  if (plan.bPacked && !plan.bBf16) p.packedB = b;
+  if (plan.bPacked && !plan.bBf16 && !plan.bInt8) p.packedB = b;
   if (plan.bBf16) p.packedBBf16 = reinterpret_cast<const uint16_t*>(b);
+  if (plan.bInt8) p.packedBInt8 = reinterpret_cast<const int8_t*>(b);
   if (biasRow) p.bias = c;
   p.aLayerNorm = aNorm;
 
@@ -223,13 +224,7 @@ void runMatmul(const MatmulPlan& plan, const float* a, const float* b, const flo
   // A bf16 or int8 weight: rows of every entry folded into M where they lie
   // evenly (as below), else one product per entry, each over the pool.
   if (plan.bBf16 || plan.bInt8) {
-    auto run = [&](const GemmProblem& g) {
-      if (plan.bInt8)
-        gemmInt8(Int8Problem{g.m, g.n, g.k, g.alpha, g.a, reinterpret_cast<const int8_t*>(b), g.out, g.outRowStride,
-                             g.accumulate, g.bias});
-      else
-        gemmBf16(g);
-    };
+    auto run = [&](const GemmProblem& g) { plan.bInt8 ? gemmInt8(g) : gemmBf16(g); };
     if (contiguousRows(plan)) {
       p.m = plan.m * plan.batchCount;
       p.a.rowStride = plan.k;

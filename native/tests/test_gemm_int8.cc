@@ -114,9 +114,13 @@ TEST(int8_products_give_the_scheme_bits_on_every_kernel) {
         const auto want = reference(m, n, k, a.data(), k, 1, b, alpha, start, accumulate, withBias ? bias.data() : nullptr);
         for (int c = 0; c < count; ++c) {
           std::vector<float> out = accumulate ? start : poisoned(static_cast<size_t>(m * n));
-          Int8Problem p{m, n, k, alpha,
-                        transposed ? StridedMatrix{at.data(), 1, m} : StridedMatrix{a.data(), k, 1},
-                        packed.data(), out.data(), n, accumulate, withBias ? bias.data() : nullptr};
+          GemmProblem p{};
+          p.m = m, p.n = n, p.k = k, p.alpha = alpha;
+          p.a = transposed ? StridedMatrix{at.data(), 1, m} : StridedMatrix{a.data(), k, 1};
+          p.packedBInt8 = packed.data();
+          p.out = out.data(), p.outRowStride = n, p.outColStride = 1;
+          p.accumulate = accumulate;
+          p.bias = withBias ? bias.data() : nullptr;
           gemmInt8(p, *kernels[c]);
           std::string where;
           CHECK_MSG(sameBits(out, want, &where), std::string(kernels[c]->name) + " " + std::to_string(m) + "x" +
@@ -143,7 +147,12 @@ TEST(int8_products_are_within_int8_error_of_float64) {
       ref[i * n + j] = s;
     }
   auto out = poisoned(static_cast<size_t>(m * n));
-  gemmInt8(Int8Problem{m, n, k, 1.0f, StridedMatrix{a.data(), k, 1}, packed.data(), out.data(), n, false, nullptr});
+  GemmProblem p{};
+  p.m = m, p.n = n, p.k = k, p.alpha = 1.0f;
+  p.a = StridedMatrix{a.data(), k, 1};
+  p.packedBInt8 = packed.data();
+  p.out = out.data(), p.outRowStride = n, p.outColStride = 1;
+  gemmInt8(p);
   const double err = relativeError(out, ref);
   CHECK_MSG(err < 1.5e-2, "relative error " + std::to_string(err));
 }
