@@ -7,6 +7,7 @@ import { runAsync, type NamedBuffer } from './queue';
 import {
   checkBf16StridedTensor,
   checkBf16Tensor,
+  checkInt8StridedTensor,
   checkFloat32Array,
   checkKeyPaddingMask,
   checkLengthList,
@@ -21,8 +22,10 @@ import {
   resultTensor,
   splitHeads,
   isBf16Tensor,
+  isInt8Tensor,
   type Bf16StridedTensor,
   type Bf16Tensor,
+  type Int8StridedTensor,
   type CheckedTensor,
   type StridedTensor,
   type Tensor,
@@ -158,33 +161,42 @@ function checkTokenStrided(fn: string, arg: string, value: Tensor, tokenStride: 
 }
 
 /** Whether an argument carries strides (a KVCache view). */
-function hasStrides(x: unknown): x is StridedTensor | Bf16StridedTensor {
+function hasStrides(x: unknown): x is StridedTensor | Bf16StridedTensor | Int8StridedTensor {
   return typeof x === 'object' && x !== null && (x as { strides?: unknown }).strides !== undefined;
 }
 
 /**
  * What attention accepts as k and v: a tensor, or a strided view such as a
  * {@link KVCache}'s keys; in float32, or both in bf16 (a bf16 cache's views,
- * or {@link Bf16Tensor}s), which attention widens exactly as it reads them.
+ * or {@link Bf16Tensor}s), which attention widens exactly as it reads them,
+ * or both int8 with their row scales (an int8 cache's views).
  */
-export type KeyValueInput = TensorLike | StridedTensor | Bf16Tensor | Bf16StridedTensor;
+export type KeyValueInput = TensorLike | StridedTensor | Bf16Tensor | Bf16StridedTensor | Int8StridedTensor;
 
-/** A checked k or v: float32 or bf16 values, strides when it is a view. */
+/** A checked k or v: float32, bf16 or int8 values (with their row scales), strides when it is a view. */
 interface CheckedKeyValue {
-  data: Float32Array | Uint16Array;
+  data: Float32Array | Uint16Array | Int8Array;
   shape: number[];
   strides?: number[];
-  bf16: boolean;
+  dtype: 'float32' | 'bf16' | 'int8';
+  scales?: Float32Array;
 }
 
 function checkKeyValue(fn: string, arg: string, x: KeyValueInput, tokenStride: number): CheckedKeyValue {
-  if (tokenStride > 0) return { ...checkTokenStrided(fn, arg, x as Tensor, tokenStride), bf16: false };
+  if (tokenStride > 0) return { ...checkTokenStrided(fn, arg, x as Tensor, tokenStride), dtype: 'float32' };
   if (isBf16Tensor(x)) {
     const t = hasStrides(x) ? checkBf16StridedTensor(fn, arg, x as Bf16StridedTensor, 4) : checkBf16Tensor(fn, arg, x);
-    return { data: t.data, shape: [...t.shape], strides: 'strides' in t ? [...t.strides] : undefined, bf16: true };
+    return { data: t.data, shape: [...t.shape], strides: 'strides' in t ? [...t.strides] : undefined, dtype: 'bf16' };
+  }
+  if (isInt8Tensor(x)) {
+    // Rows need their scales, which only a strided view (an int8 cache's) carries.
+    const view = { ...(x as Int8StridedTensor) };
+    if (view.strides === undefined) view.strides = denseStrides(checkShape(fn, `${arg}.shape`, view.shape));
+    const t = checkInt8StridedTensor(fn, arg, view, 4);
+    return { data: t.data, shape: t.shape, strides: t.strides, dtype: 'int8', scales: t.scales };
   }
   const t = hasStrides(x) ? checkStridedTensor(fn, arg, x as StridedTensor, 4) : checkTensor(fn, arg, x as TensorLike);
-  return { ...t, bf16: false };
+  return { ...t, dtype: 'float32' };
 }
 
 function prepareAttention(
@@ -204,9 +216,10 @@ function prepareAttention(
   const tv = checkKeyValue(fn, 'v', v, tokenStride);
   // From the checked views: a caller's getter is read once.
   const qStrided = tq.strides !== undefined, kStrided = tk.strides !== undefined, vStrided = tv.strides !== undefined;
-  if (tk.bf16 !== tv.bf16) {
-    const [arg, other, data] = tk.bf16 ? ['v.data', 'k', tv.data] : ['k.data', 'v', tk.data];
-    throw typeError(fn, arg, `bf16 values (a Uint16Array) like ${other}'s`, data);
+  if (tk.dtype !== tv.dtype) {
+    const [arg, other, data, want] = tk.dtype !== 'float32' ? ['v.data', 'k', tv.data, tk.dtype] : ['k.data', 'v', tk.data, tv.dtype];
+    const what = want === 'bf16' ? 'bf16 values (a Uint16Array)' : 'int8 values (an Int8Array) with scales';
+    throw typeError(fn, arg, `${what} like ${other}'s`, data);
   }
   const layoutOpt = optEnum(fn, 'options.layout', opts.layout, LAYOUTS);
   const headsOpt = optPositiveInteger(fn, 'options.heads', opts.heads);
@@ -333,6 +346,8 @@ function prepareAttention(
   checkNoAlias(fn, 'options.out', out.data, 'q', tq.data);
   checkNoAlias(fn, 'options.out', out.data, 'k', tk.data);
   checkNoAlias(fn, 'options.out', out.data, 'v', tv.data);
+  checkNoAlias(fn, 'options.out', out.data, 'k.scales', tk.scales);
+  checkNoAlias(fn, 'options.out', out.data, 'v.scales', tv.scales);
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', maskArgs[0] ?? undefined);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
   checkNoAlias(fn, 'options.out', out.data, 'options.sinks', sinks);
@@ -354,16 +369,19 @@ function prepareAttention(
       .number('layout', LAYOUT_CODE[layout]).shape('q.shape', qs).shape('k.shape', ks).shape('v.shape', vs)
       .shape('out.shape', out4).flag('hasScale', scale !== undefined).number('scale', scale ?? 0)
       .flag('causal', causal).shape('mask.shape', maskArgs[1]).number('softcap', softcap)
-      .number('window.left', windowLeft).number('window.right', windowRight).flag('kvBf16', tk.bf16);
+      .number('window.left', windowLeft).number('window.right', windowRight).flag('kvBf16', tk.dtype === 'bf16')
+      .flag('kvInt8', tk.dtype === 'int8');
     if (strides) {
       STRIDE_FIELDS.forEach((name, i) => d.number(name, strides[i]));
     }
     return [
       tq.data, tk.data, tv.data, out.data, maskArgs[0], pad ?? null, weights ? weights.data : null, sinks ?? null,
-      keyLengths ?? null, d.done(),
+      keyLengths ?? null, tk.scales ?? null, tv.scales ?? null, d.done(),
     ];
   };
   const buffers: NamedBuffer[] = [['q', tq.data], ['k', tk.data], ['v', tv.data], ['options.out', out.data, true]];
+  if (tk.scales) buffers.push(['k.scales', tk.scales]);
+  if (tv.scales) buffers.push(['v.scales', tv.scales]);
   if (maskArgs[0]) buffers.push(['options.mask', maskArgs[0]]);
   if (pad) buffers.push(['options.keyPaddingMask', pad]);
   if (sinks) buffers.push(['options.sinks', sinks]);

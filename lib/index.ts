@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-export { tensor, type Tensor, type TensorLike, type StridedTensor, type Bf16Tensor, type Bf16StridedTensor, type Int8Tensor } from './tensor';
+export { tensor, type Tensor, type TensorLike, type StridedTensor, type Bf16Tensor, type Bf16StridedTensor, type Int8Tensor, type Int8StridedTensor } from './tensor';
 export { matmul, matmulAsync, type MatmulOptions } from './matmul';
 export { prepack, prepackAsync, PackedMatrix, type PrepackOptions, type PackedDtype, type PackedData } from './prepack';
 export { softmax, softmaxAsync, type SoftmaxOptions } from './softmax';

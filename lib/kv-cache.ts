@@ -1,5 +1,5 @@
 import { formatShape, rangeError, typeError } from './errors';
-import { allocateBf16, allocateFloats, checkAllocation } from './memory';
+import { allocateBf16, allocateBytes, allocateFloats, checkAllocation } from './memory';
 import { Descriptor, native } from './native';
 import {
   checkLengthList,
@@ -8,6 +8,7 @@ import {
   splitHeads,
   type Bf16StridedTensor,
   type CheckedTensor,
+  type Int8StridedTensor,
   type StridedTensor,
   type TensorLike,
 } from './tensor';
@@ -29,9 +30,14 @@ export interface KVCacheOptions {
    * the bytes a decode step reads: `append` rounds each value to the nearest
    * bf16 (ties to even, as torch's `.to(torch.bfloat16)`), `keys` and
    * `values` are {@link Bf16StridedTensor} views, and attention widens them
-   * exactly as it reads them. Default `'float32'`.
+   * exactly as it reads them. `'int8'` quarters it: `append` quantizes each
+   * position of each head symmetrically (its largest |value| maps to 127,
+   * one float scale per row), `keys` and `values` are
+   * {@link Int8StridedTensor} views with those scales, and attention reads the
+   * int8 values, about 0.5 % from float32 (docs/design/int8.md). Default
+   * `'float32'`.
    */
-  dtype?: 'float32' | 'bf16';
+  dtype?: KVCacheDtype;
 }
 
 /** Options of {@link KVCache.append}. */
@@ -53,11 +59,21 @@ export interface KVCacheAppendOptions {
 const CACHE_KNOWN = ['batch', 'kvHeads', 'headDim', 'maxLength', 'valueDim', 'dtype'] as const;
 const APPEND_KNOWN = ['layout', 'lengths'] as const;
 
-/** The view type of a cache's keys and values: float32, or bf16 for `dtype: 'bf16'`. */
-export type KVCacheView<D extends KVCacheDtype> = D extends 'bf16' ? Bf16StridedTensor : StridedTensor;
+/** The view type of a cache's keys and values: float32, bf16 or int8 as its dtype says. */
+export type KVCacheView<D extends KVCacheDtype> = D extends 'bf16' ? Bf16StridedTensor : D extends 'int8' ? Int8StridedTensor : StridedTensor;
 
 /** How a {@link KVCache} stores keys and values. */
-export type KVCacheDtype = 'float32' | 'bf16';
+export type KVCacheDtype = 'float32' | 'bf16' | 'int8';
+
+/** A cache's storage: its keys' and values' arrays, whole, their row scales (int8), and its lengths. */
+export interface CacheStorage {
+  keys: Float32Array | Uint16Array | Int8Array;
+  values: Float32Array | Uint16Array | Int8Array;
+  /** [batch, kvHeads, maxLength] each, in an int8 cache. */
+  keyScales?: Float32Array;
+  valueScales?: Float32Array;
+  lengths: Int32Array;
+}
 
 /**
  * Keys and values of past positions for a decoder, in storage allocated once:
@@ -81,6 +97,11 @@ export type KVCacheDtype = 'float32' | 'bf16';
  * const half = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 16, dtype: 'bf16' });
  * half.append(step, step);
  * attention(q, half.keys, half.values, { causal: true }); // shape [1, 4, 1, 4]
+ *
+ * // int8 storage: a quarter, with a scale per position and head
+ * const quarter = new KVCache({ batch: 1, kvHeads: 2, headDim: 4, maxLength: 16, dtype: 'int8' });
+ * quarter.append(step, step);
+ * attention(q, quarter.keys, quarter.values, { causal: true }); // shape [1, 4, 1, 4]
  */
 /** k or v as cacheAppend reads it: float rows, with the strides of their batch, position and head axes. */
 export interface AppendSource {
@@ -93,7 +114,7 @@ function sourceView(data: Float32Array, { n, bshd }: { n: number; bshd: boolean 
   return { data, strides: bshd ? [n * kvHeads * dim, kvHeads * dim, dim] : [kvHeads * n * dim, dim, n * dim] };
 }
 
-let storageOf: (cache: KVCache<KVCacheDtype>) => { keys: Float32Array | Uint16Array; values: Float32Array | Uint16Array; lengths: Int32Array };
+let storageOf: (cache: KVCache<KVCacheDtype>) => CacheStorage;
 
 /**
  * cacheAppend's native arguments (native/ops/cache_append_op.h): n positions
@@ -114,8 +135,8 @@ export function cacheAppendArgs(
   const d = new Descriptor('cacheAppend', stage).number('batch', cache.batch).number('kvHeads', cache.kvHeads)
     .number('maxLength', cache.maxLength).number('n', n).number('headDim', cache.headDim).number('valueDim', cache.valueDim);
   for (const [name, t] of [['k', k], ['v', v]] as const) t.strides.forEach((x, a) => d.number(`${name}.strides[${a}]`, x));
-  d.flag('bf16', cache.dtype === 'bf16');
-  return [k.data, v.data, s.keys, s.values, s.lengths, counts, d.done()];
+  d.flag('bf16', cache.dtype === 'bf16').flag('int8', cache.dtype === 'int8');
+  return [k.data, v.data, s.keys, s.values, s.lengths, counts, s.keyScales ?? null, s.valueScales ?? null, d.done()];
 }
 
 /** Advances each entry's length by counts[b], once its positions are written (or queued to be, first). */
@@ -124,14 +145,51 @@ export function advance(cache: KVCache<KVCacheDtype>, counts: Int32Array): void 
   for (let b = 0; b < cache.batch; b++) lengths[b] += counts[b];
 }
 
-/** The cache's storage, for a block's decoder stages: its keys' and values' arrays, whole, and its lengths. */
-export function cacheStorage(cache: KVCache<KVCacheDtype>): { keys: Float32Array | Uint16Array; values: Float32Array | Uint16Array; lengths: Int32Array } {
+/** The cache's storage, for a block's decoder stages. */
+export function cacheStorage(cache: KVCache<KVCacheDtype>): CacheStorage {
   return storageOf(cache);
+}
+
+/** The written arrays of a cache's storage, named for async errors (lib/queue.ts). */
+export function cacheBuffers(storage: CacheStorage): Array<[string, ArrayBufferView, true]> {
+  const named: Array<[string, ArrayBufferView, true]> = [["the cache's keys", storage.keys, true], ["the cache's values", storage.values, true]];
+  if (storage.keyScales) named.push(["the cache's key scales", storage.keyScales, true]);
+  if (storage.valueScales) named.push(["the cache's value scales", storage.valueScales, true]);
+  return named;
+}
+
+/**
+ * The first `keys` positions of a cache's keys or values (storage
+ * [batch, kvHeads, maxLength, dim], with its row scales when int8), as a
+ * view in `layout`: 'bhsd' [batch, kvHeads, keys, dim] or 'bshd' [batch, keys, kvHeads, dim].
+ */
+export function cacheView(
+  cache: KVCache<KVCacheDtype>,
+  storage: Float32Array | Uint16Array | Int8Array,
+  scales: Float32Array | undefined,
+  dim: number,
+  keys: number,
+  layout: 'bhsd' | 'bshd',
+): StridedTensor | Bf16StridedTensor | Int8StridedTensor {
+  const { batch, kvHeads, maxLength } = cache;
+  const rowStride = maxLength * dim;
+  const span = keys === 0 ? 0 : (batch * kvHeads - 1) * rowStride + keys * dim;
+  const shape = layout === 'bshd' ? [batch, keys, kvHeads, dim] : [batch, kvHeads, keys, dim];
+  const strides = layout === 'bshd' ? [kvHeads * rowStride, dim, rowStride, 1] : [kvHeads * rowStride, rowStride, dim, 1];
+  if (storage instanceof Uint16Array) return { data: storage.subarray(0, span), shape, strides, dtype: 'bf16' };
+  if (storage instanceof Int8Array) return { data: storage.subarray(0, span), scales: scales!, shape, strides, dtype: 'int8' };
+  return { data: storage.subarray(0, span), shape, strides };
 }
 
 export class KVCache<D extends KVCacheDtype = 'float32'> {
   static {
-    storageOf = (cache) => ({ keys: cache.#keys, values: cache.#values, lengths: cache.#lengths });
+    storageOf = (cache) => ({
+      keys: cache.#keys,
+      values: cache.#values,
+      keyScales: cache.#keyScales,
+      valueScales: cache.#valueScales,
+      lengths: cache.#lengths,
+    });
   }
 
   readonly batch: number;
@@ -142,8 +200,11 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
   readonly dtype: D;
   /** Positions held per batch entry. */
   readonly #lengths: Int32Array;
-  readonly #keys: Float32Array | Uint16Array;
-  readonly #values: Float32Array | Uint16Array;
+  readonly #keys: Float32Array | Uint16Array | Int8Array;
+  readonly #values: Float32Array | Uint16Array | Int8Array;
+  /** One scale per row [batch, kvHeads, maxLength], in an int8 cache. */
+  readonly #keyScales?: Float32Array;
+  readonly #valueScales?: Float32Array;
 
   constructor(options: KVCacheOptions & { dtype?: D }) {
     const fn = 'KVCache';
@@ -153,18 +214,24 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
     this.headDim = positiveInteger(fn, 'options.headDim', o.headDim);
     this.maxLength = positiveInteger(fn, 'options.maxLength', o.maxLength);
     this.valueDim = optPositiveInteger(fn, 'options.valueDim', o.valueDim) ?? this.headDim;
-    this.dtype = (optEnum(fn, 'options.dtype', o.dtype, ['float32', 'bf16'] as const) ?? 'float32') as D;
+    this.dtype = (optEnum(fn, 'options.dtype', o.dtype, ['float32', 'bf16', 'int8'] as const) ?? 'float32') as D;
     const rows = this.batch * this.kvHeads * this.maxLength;
     const keyCount = rows * this.headDim, valueCount = rows * this.valueDim;
-    // checkAllocation counts floats: a bf16 value is half of one.
-    const perValue = this.dtype === 'bf16' ? 0.5 : 1;
+    const int8 = this.dtype === 'int8';
+    // checkAllocation counts floats: a bf16 value is half of one, an int8 value a quarter.
+    const perValue = this.dtype === 'bf16' ? 0.5 : int8 ? 0.25 : 1;
     checkAllocation(fn, [
       ['the keys', keyCount * perValue],
       ['the values', valueCount * perValue],
+      ['the row scales', int8 ? 2 * rows : 0],
     ]);
-    const allocate = this.dtype === 'bf16' ? allocateBf16 : allocateFloats;
+    const allocate = this.dtype === 'bf16' ? allocateBf16 : int8 ? allocateBytes : allocateFloats;
     this.#keys = allocate(fn, 'the keys', keyCount);
     this.#values = allocate(fn, 'the values', valueCount);
+    if (int8) {
+      this.#keyScales = allocateFloats(fn, "the keys' scales", rows);
+      this.#valueScales = allocateFloats(fn, "the values' scales", rows);
+    }
     this.#lengths = new Int32Array(this.batch);
   }
 
@@ -182,20 +249,22 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
 
   /**
    * The keys of the positions held: [batch, kvHeads, length, headDim], a view
-   * of the storage (a {@link Bf16StridedTensor} when dtype is `'bf16'`).
+   * of the storage (a {@link Bf16StridedTensor} when dtype is `'bf16'`, an
+   * {@link Int8StridedTensor} with the rows' scales when it is `'int8'`).
    */
   get keys(): KVCacheView<D> {
-    return this.#view(this.#keys, this.headDim) as KVCacheView<D>;
+    return cacheView(this, this.#keys, this.#keyScales, this.headDim, this.length, 'bhsd') as KVCacheView<D>;
   }
 
   /** The values of the positions held: [batch, kvHeads, length, valueDim], a view of the storage. */
   get values(): KVCacheView<D> {
-    return this.#view(this.#values, this.valueDim) as KVCacheView<D>;
+    return cacheView(this, this.#values, this.#valueScales, this.valueDim, this.length, 'bhsd') as KVCacheView<D>;
   }
 
   /**
    * Copies n new positions of k and v (float32) in at each entry's length,
-   * rounding them to bf16 in a bf16 cache, then advances it by n (or, with
+   * rounding them to bf16 in a bf16 cache and quantizing each row in an int8
+   * one, then advances it by n (or, with
    * `lengths`, entry b's by lengths[b]).
    * Past maxLength it throws a RangeError and writes nothing.
    * @throws TypeError for a wrong kind of argument, RangeError for shapes that do not fit the cache.
@@ -216,8 +285,7 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
         : checkLengthList(fn, 'options.lengths', opts.lengths, this.batch, 'batch', n, 'n (the positions appended)');
     // The native copy refuses overlapping buffers: refused here first, under the caller's names.
     for (const [name, t] of [['k', tk], ['v', tv]] as const) {
-      checkNoAlias(fn, "the cache's keys", this.#keys, name, t.data);
-      checkNoAlias(fn, "the cache's values", this.#values, name, t.data);
+      for (const [what, storage] of cacheBuffers(storageOf(this))) checkNoAlias(fn, what, storage, name, t.data);
     }
     for (let b = 0; b < this.batch; b++) {
       if (this.#lengths[b] + counts[b] > this.maxLength) {
@@ -243,14 +311,6 @@ export class KVCache<D extends KVCacheDtype = 'float32'> {
   /** Empties the cache (the storage is kept). */
   reset(): void {
     this.#lengths.fill(0);
-  }
-
-  #view(storage: Float32Array | Uint16Array, dim: number): StridedTensor | Bf16StridedTensor {
-    const L = this.length, rowStride = this.maxLength * dim;
-    const span = L === 0 ? 0 : (this.batch * this.kvHeads - 1) * rowStride + L * dim;
-    const shape = [this.batch, this.kvHeads, L, dim], strides = [this.kvHeads * rowStride, rowStride, dim, 1];
-    if (storage instanceof Uint16Array) return { data: storage.subarray(0, span), shape, strides, dtype: 'bf16' };
-    return { data: storage.subarray(0, span), shape, strides };
   }
 
   /** The positions n in a checked k or v, and whether they are token-major. */

@@ -66,6 +66,18 @@ export interface Int8Tensor {
   dtype: 'int8';
 }
 
+/**
+ * A strided view of int8 values with one float scale per row (per position of
+ * each head): an int8 {@link KVCache}'s `keys` and `values`. The row that
+ * starts at element o of `data` holds `data[o + e] · scales[o / width]`,
+ * width being the last dim; the strides of the other axes are whole rows.
+ */
+export interface Int8StridedTensor extends Int8Tensor {
+  /** Elements between neighbours along each axis; the last is 1. */
+  strides: readonly number[];
+  scales: Float32Array;
+}
+
 /** Whether a tensor argument says it is int8 (its dtype field; checkInt8Tensor checks the rest). */
 export function isInt8Tensor(value: unknown): value is Int8Tensor {
   return typeof value === 'object' && value !== null && (value as { dtype?: unknown }).dtype === 'int8';
@@ -163,7 +175,7 @@ export function byteLengthOf(view: ArrayBufferView): number {
 }
 
 /** A typed array's element count, as the engine knows it. */
-export function lengthOf(view: Float32Array | Uint16Array): number {
+export function lengthOf(view: Float32Array | Uint16Array | Int8Array): number {
   return typedArrayLength.call(view) as number;
 }
 
@@ -305,6 +317,31 @@ export function checkStridedTensor(fn: string, arg: string, value: StridedTensor
   return checkStridedView(fn, arg, checkFloat32Array(fn, `${arg}.data`, value.data), value, rank);
 }
 
+/**
+ * {@link checkStridedTensor} for a view of int8 rows with their scales (an
+ * int8 {@link KVCache}'s keys or values): strides of whole rows, and a scale
+ * for every row the view reaches.
+ */
+export function checkInt8StridedTensor(
+  fn: string,
+  arg: string,
+  value: Int8StridedTensor,
+  rank: number,
+): { data: Int8Array; scales: Float32Array; shape: number[]; strides: number[] } {
+  const t = checkStridedView(fn, arg, checkInt8Array(fn, `${arg}.data`, value.data), value, rank);
+  const scales = checkFloat32Array(fn, `${arg}.scales`, value.scales);
+  const width = t.shape[rank - 1];
+  if (width === 0 || t.shape.some((d) => d === 0)) return { ...t, scales };
+  if (t.strides.slice(0, -1).some((s) => s % width !== 0)) {
+    throw rangeError(fn, `${arg}.strides ${formatShape(t.strides)} must be whole rows of ${width} (the last dim) but the last`);
+  }
+  const rows = stridedSpan(t.shape.slice(0, -1), t.strides.slice(0, -1).map((s) => s / width));
+  if (lengthOf(scales) < rows) {
+    throw rangeError(fn, `${arg}.scales.length must be at least ${rows} (one per row the view reaches), received ${lengthOf(scales)}`);
+  }
+  return { ...t, scales };
+}
+
 /** {@link checkStridedTensor} for a view of bf16 values (a bf16 {@link KVCache}'s keys or values). */
 export function checkBf16StridedTensor(
   fn: string,
@@ -315,7 +352,7 @@ export function checkBf16StridedTensor(
   return checkStridedView(fn, arg, checkUint16Array(fn, `${arg}.data`, value.data), value, rank);
 }
 
-function checkStridedView<A extends Float32Array | Uint16Array>(
+function checkStridedView<A extends Float32Array | Uint16Array | Int8Array>(
   fn: string,
   arg: string,
   data: A,

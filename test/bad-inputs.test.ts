@@ -843,18 +843,20 @@ interface AtSpec {
   out: unknown; outShape: number[]; hasScale: number; scale: number; causal: number;
   mask: unknown; maskShape: number[] | null; pad: unknown; weights: unknown; desc?: unknown;
   softcap: number; windowLeft: number; windowRight: number; sinks: unknown; keyLengths: unknown; kvBf16: number;
+  kvInt8: number; kScales: unknown; vScales: unknown;
 }
 /** A valid attention call, bhsd [1,2,3,4]. */
 const atSpec = (): AtSpec => ({
   layout: 0, q: rnd(24), qShape: QS, k: rnd(24), kShape: QS, v: rnd(24), vShape: QS, out: f32(24), outShape: QS,
   hasScale: 0, scale: 0, causal: 0, mask: null, maskShape: null, pad: null, weights: null,
   softcap: 0, windowLeft: -1, windowRight: -1, sinks: null, keyLengths: null, kvBf16: 0,
+  kvInt8: 0, kScales: null, vScales: null,
 });
 const atArgs = (s: AtSpec = atSpec()): unknown[] => [
-  s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights, s.sinks, s.keyLengths,
+  s.q, s.k, s.v, s.out, s.mask, s.pad, s.weights, s.sinks, s.keyLengths, s.kScales, s.vScales,
   s.desc ?? new Float64Array([
     s.layout, ...packShape(s.qShape), ...packShape(s.kShape), ...packShape(s.vShape), ...packShape(s.outShape),
-    s.hasScale, s.scale, s.causal, ...packShape(s.maskShape), s.softcap, s.windowLeft, s.windowRight, s.kvBf16,
+    s.hasScale, s.scale, s.causal, ...packShape(s.maskShape), s.softcap, s.windowLeft, s.windowRight, s.kvBf16, s.kvInt8,
   ]),
 ];
 
@@ -960,6 +962,14 @@ const nativeRows: NativeRow[] = [];
   addA('kvBf16 with a Float32Array v', (s) => set(s, { kvBf16: 1, k: new Uint16Array(24) }), 'TypeError');
   addA('q a Uint16Array with kvBf16', (s) => set(s, { kvBf16: 1, q: new Uint16Array(24), k: new Uint16Array(24), v: new Uint16Array(24) }), 'TypeError');
   addA('kvBf16 with a k one value short', (s) => set(s, { kvBf16: 1, k: new Uint16Array(23), v: new Uint16Array(24) }), 'RangeError');
+  addA('k an Int8Array without kvInt8', (s) => set(s, { k: new Int8Array(24), kScales: rnd(6), vScales: rnd(6) }), 'TypeError');
+  addA('kvInt8 without scales', (s) => set(s, { kvInt8: 1, k: new Int8Array(24), v: new Int8Array(24) }), 'TypeError');
+  addA('kvInt8 with k scales one short', (s) => set(s, { kvInt8: 1, k: new Int8Array(24), v: new Int8Array(24), kScales: rnd(5), vScales: rnd(6) }), 'RangeError');
+  addA('kvInt8 and kvBf16 both', (s) => set(s, { kvInt8: 1, kvBf16: 1, k: new Int8Array(24), v: new Int8Array(24), kScales: rnd(6), vScales: rnd(6) }), 'TypeError');
+  addA('kvInt8 with out over the k scales', (s) => {
+    const scales = rnd(30);
+    return set(s, { kvInt8: 1, k: new Int8Array(24), v: new Int8Array(24), kScales: scales.subarray(20, 26), vScales: rnd(6), out: scales.subarray(0, 24) });
+  }, 'RangeError');
   addA('q 3-D shape', (s) => set(s, { qShape: [2, 3, 4] }), 'RangeError');
   addA('q.shape [1, 2, -3, 4]', (s) => set(s, { qShape: [1, 2, -3, 4] }), 'RangeError');
   addA('k length != shape', (s) => set(s, { k: rnd(20) }), 'RangeError');

@@ -19,6 +19,7 @@ import {
   rope,
   tensor,
   type Bf16StridedTensor,
+  type Int8StridedTensor,
   type KVCacheDtype,
   type StridedTensor,
   type Tensor,
@@ -123,7 +124,7 @@ function composed(m: Model, x: Tensor, o: StepOptions): Float32Array {
   let keyLengths: Int32Array | undefined;
   if (o.cache) {
     o.cache.append(k, v, { layout: 'bshd', ...(o.lengths ? { lengths: o.lengths } : {}) });
-    const asBshd = <V extends StridedTensor | Bf16StridedTensor>(view: V): V => {
+    const asBshd = <V extends StridedTensor | Bf16StridedTensor | Int8StridedTensor>(view: V): V => {
       const [b, h, n, d] = view.shape, [sb, sh, sn] = view.strides;
       return { ...view, shape: [b, n, h, d], strides: [sb, sn, sh, 1] };
     };

@@ -84,12 +84,13 @@ const BLOCK_OPS =
 
 /**
  * The attention problem's k and v as mhsa takes them: float32 tensors, or,
- * for kv 'bf16', the views of a bf16 KVCache holding them (rounded once, untimed).
+ * for kv 'bf16' or 'int8', the views of a KVCache of that dtype holding them
+ * (rounded or quantized once, untimed).
  */
 export function keysAndValues(p: AttentionProblem, x: Extract<Inputs, { kind: 'attention' }>): [KeyValueInput, KeyValueInput] {
   const shape = [p.B, p.Hkv ?? p.H, p.Nkv, p.d];
-  if (p.kv !== 'bf16') return [t(x.k, shape), t(x.v, shape)];
-  const cache = new KVCache({ batch: p.B, kvHeads: shape[1], headDim: p.d, maxLength: p.Nkv, dtype: 'bf16' });
+  if (p.kv === undefined) return [t(x.k, shape), t(x.v, shape)];
+  const cache = new KVCache({ batch: p.B, kvHeads: shape[1], headDim: p.d, maxLength: p.Nkv, dtype: p.kv });
   cache.append(t(x.k, shape), t(x.v, shape));
   return [cache.keys, cache.values];
 }
@@ -111,7 +112,7 @@ export const mhsaImpl: Impl = {
     softmax: 'softmax(x, { out })',
     attention:
       "attention(q, k, v, { causal, window, softcap, out }) on 'bhsd' [B, H, N, d] inputs (k, v [B, Hkv, N, d]; " +
-      "for kv 'bf16', a bf16 KVCache's views)",
+      "for kv 'bf16' or 'int8', a KVCache's views in that dtype)",
     block: BLOCK_OPS,
     decoder: `${DECODER_OPS}, with { out }`,
   },

@@ -46,8 +46,8 @@ export interface AttentionProblem {
   softcap?: number;
   /** A decode step against a KV cache: the last Nq keys are the step's own (peers that take a past and a present split k and v there). */
   cache?: boolean;
-  /** mhsa's k and v in bf16 (a KVCache with dtype 'bf16'; peers keep float32). */
-  kv?: 'bf16';
+  /** mhsa's k and v in bf16 or int8 (a KVCache of that dtype; peers keep float32). */
+  kv?: 'bf16' | 'int8';
 }
 
 /**
@@ -85,8 +85,8 @@ export interface DecoderProblem {
   kvHeads: number;
   dimHead: number;
   theta: number;
-  /** The projections' weights and the KV cache in bf16 (mhsa's dtype 'bf16'; peers keep float32). */
-  dtype?: 'bf16';
+  /** The projections' weights and the KV cache in bf16 or int8 (mhsa's dtype; peers keep float32). */
+  dtype?: 'bf16' | 'int8';
 }
 
 export type Problem = GemmProblem | SoftmaxProblem | AttentionProblem | BlockProblem | DecoderProblem;
@@ -118,7 +118,7 @@ const attn = (
 const block = (B: number, N: number, dim: number, heads: number, dimHead: number, dtype?: BlockProblem['dtype']): BlockProblem => ({
   kind: 'block', B, N, dim, heads, dimHead, ...(dtype ? { dtype } : {}),
 });
-const decoder = (B: number, past: number, dim: number, heads: number, kvHeads: number, dimHead: number, dtype?: 'bf16'): DecoderProblem => ({
+const decoder = (B: number, past: number, dim: number, heads: number, kvHeads: number, dimHead: number, dtype?: DecoderProblem['dtype']): DecoderProblem => ({
   kind: 'decoder', B, past, dim, heads, kvHeads, dimHead, theta: 500000, ...(dtype ? { dtype } : {}),
 });
 
@@ -152,11 +152,13 @@ export const WORKLOADS: readonly Workload[] = [
   { name: 'a_decode', description: 'SDPA decode step B=1 H=32 Nq=1 Nkv=4096 d=128 (against a KV cache)', problem: attn(1, 32, 1, 4096, 128), small: attn(1, 4, 1, 77, 32), suites: QUICK, metric: 'GB/s' },
   { name: 'a_gqa_decode', description: 'SDPA decode step B=1 H=32 Hkv=8 Nq=1 Nkv=16384 d=128 (LLaMA-3-8B against a KV cache)', problem: attn(1, 32, 1, 16384, 128, true, { Hkv: 8, cache: true }), small: attn(1, 8, 1, 77, 32, true, { Hkv: 2, cache: true }), suites: FULL, metric: 'GB/s' },
   { name: 'a_gqa_decode_bf16', description: "a_gqa_decode with mhsa's keys and values in bf16 (a KVCache with dtype 'bf16'; peers in float32)", problem: attn(1, 32, 1, 16384, 128, true, { Hkv: 8, cache: true, kv: 'bf16' }), small: attn(1, 8, 1, 77, 32, true, { Hkv: 2, cache: true, kv: 'bf16' }), suites: FULL, metric: 'GB/s' },
+  { name: 'a_gqa_decode_int8', description: "a_gqa_decode with mhsa's keys and values in int8 (a KVCache with dtype 'int8'; peers in float32)", problem: attn(1, 32, 1, 16384, 128, true, { Hkv: 8, cache: true, kv: 'int8' }), small: attn(1, 8, 1, 77, 32, true, { Hkv: 2, cache: true, kv: 'int8' }), suites: FULL, metric: 'GB/s' },
   { name: 'a_window', description: 'SDPA B=1 H=8 N=8192 d=64, causal, sliding window 512', problem: attn(1, 8, 8192, 8192, 64, true, { window: 512 }), small: attn(1, 2, 67, 67, 16, true, { window: 9 }), suites: FULL, metric: 'GFLOP/s' },
   { name: 'a_softcap', description: 'SDPA B=1 H=12 N=2048 d=64, softcap 50 (as a_2048)', problem: attn(1, 12, 2048, 2048, 64, false, { softcap: 50 }), small: attn(1, 2, 67, 67, 16, false, { softcap: 5 }), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit1', description: 'seed-004 ViT MHSA block dim=768 heads=12 dim_head=64 tokens=197 batch=1', problem: block(1, 197, 768, 12, 64), small: block(1, 11, 24, 3, 8), suites: QUICK, metric: 'GFLOP/s' },
   { name: 'm_decode', description: "LLaMA-3-8B's attention layer, one decode step over a 4096-position KV cache (RMSNorm, RoPE, GQA 32/8 heads of 128)", problem: decoder(1, 4096, 4096, 32, 8, 128), small: decoder(2, 37, 40, 6, 2, 16), suites: FULL, metric: 'GB/s' },
   { name: 'm_decode_bf16', description: "m_decode with mhsa's projection weights and KV cache in bf16 (peers in float32)", problem: decoder(1, 4096, 4096, 32, 8, 128, 'bf16'), small: decoder(2, 37, 40, 6, 2, 16, 'bf16'), suites: FULL, metric: 'GB/s' },
+  { name: 'm_decode_int8', description: "m_decode with mhsa's projection weights and KV cache in int8 (peers in float32)", problem: decoder(1, 4096, 4096, 32, 8, 128, 'int8'), small: decoder(2, 37, 40, 6, 2, 16, 'int8'), suites: FULL, metric: 'GB/s' },
   { name: 'm_vit8', description: 'seed-004 ViT MHSA block, batch=8', problem: block(8, 197, 768, 12, 64), small: block(2, 9, 24, 3, 8), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit8_bf16', description: "m_vit8 with mhsa's projection weights in bf16 (dtype 'bf16'; peers in float32)", problem: block(8, 197, 768, 12, 64, 'bf16'), small: block(2, 9, 24, 3, 8, 'bf16'), suites: FULL, metric: 'GFLOP/s' },
   { name: 'm_vit8_int8', description: "m_vit8 with mhsa's projection weights in int8 (dtype 'int8'; peers in float32)", problem: block(8, 197, 768, 12, 64, 'int8'), small: block(2, 9, 24, 3, 8, 'int8'), suites: FULL, metric: 'GFLOP/s' },
@@ -219,6 +221,11 @@ export function precisionOf(p: Problem): 'fp32' | 'bf16' | 'int8' {
 }
 
 /** Bytes a memory-bound call must move at least (inputs read once, output written once). */
+/** Bytes of one row of `width` values stored as dtype: int8 rows carry a float scale. */
+function rowBytes(dtype: 'bf16' | 'int8' | undefined, width: number): number {
+  return dtype === 'int8' ? width + 4 : dtype === 'bf16' ? 2 * width : 4 * width;
+}
+
 export function bytes(p: Problem): number {
   switch (p.kind) {
     case 'gemm':
@@ -226,18 +233,17 @@ export function bytes(p: Problem): number {
     case 'softmax':
       return 4 * 2 * p.rows * p.cols;
     case 'attention':
-      // q and the output in float32; k and v in mhsa's format.
-      return 4 * 2 * p.B * p.H * p.Nq * p.d + (p.kv === 'bf16' ? 2 : 4) * 2 * p.B * (p.Hkv ?? p.H) * p.Nkv * p.d;
+      // q and the output in float32; k and v in mhsa's format (int8: a float scale per row too).
+      return 4 * 2 * p.B * p.H * p.Nq * p.d + 2 * p.B * (p.Hkv ?? p.H) * p.Nkv * rowBytes(p.kv, p.d);
     case 'block': {
       const T = p.B * p.N;
       const inner = p.heads * p.dimHead;
       return 4 * (2 * T * p.dim + 4 * inner * p.dim + 3 * p.dim);
     }
     case 'decoder': {
-      // The weights and the cache (2 bytes a value each in bf16), read once; x and y.
-      const valueBytes = p.dtype === 'bf16' ? 2 : 4;
-      const weights = (decoderRows(p) * p.dim + p.dim * p.heads * p.dimHead) * valueBytes;
-      return weights + valueBytes * 2 * p.B * p.kvHeads * p.past * p.dimHead + 4 * (p.dim + 2 * p.B * p.dim);
+      // The weights (a float scale per output column in int8) and the cache, read once; x and y.
+      const weights = rowBytes(p.dtype, p.dim) * (decoderRows(p) + p.dim);
+      return weights + 2 * p.B * p.kvHeads * p.past * rowBytes(p.dtype, p.dimHead) + 4 * (p.dim + 2 * p.B * p.dim);
     }
   }
 }

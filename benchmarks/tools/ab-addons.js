@@ -16,7 +16,7 @@
  * Attention's q, k and v are uniform in [-0.5, 0.5), which at the default scale 1/√64 gives nearly flat
  * softmax rows; AB_SCALE=<scale> sets the scale option (e.g. 8: logits spread like a trained model's,
  * 30: nearly one-hot rows, where the shifts of attention's fused exp rise often); AB_BATCH=<b> the batch;
- * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 decode's k and v in a bf16 KVCache.
+ * AB_CAUSAL=1 the causal rule; AB_SOFTCAP=<cap> a softcap; AB_KV=bf16 or int8 decode's k and v in a KVCache of that dtype.
  * decoder: LLaMA-3-8B's attention layer (m_decode) taking one token against a KVCache of `length`
  * positions, then truncated back; AB_LAYER=dim,heads,kvHeads,dimHead another layer (256,4,4,64: decode-small.js's); AB_DTYPE=bf16 its weights and cache in bf16 (the block's too). Matmul's B is packed in every call; AB_PREPACK=1 prepacks it once (bf16, int8: in that dtype).
  * Softmax's logits are uniform in [-4, 4); AB_SCALE sets its scale option too.
@@ -195,8 +195,9 @@ function workload() {
       burst,
       prepare(m) {
         const out = { data: new Float32Array(H * d), shape: [1, H, 1, d] };
-        if (process.env.AB_KV !== 'bf16') return { out, run: () => m.attention(q, k, v, { causal: true, out }) };
-        const cache = new m.KVCache({ batch: 1, kvHeads: Hkv, headDim: d, maxLength: L, dtype: 'bf16' });
+        const dtype = process.env.AB_KV;
+        if (dtype !== 'bf16' && dtype !== 'int8') return { out, run: () => m.attention(q, k, v, { causal: true, out }) };
+        const cache = new m.KVCache({ batch: 1, kvHeads: Hkv, headDim: d, maxLength: L, dtype });
         cache.append(k, v);
         return { out, run: () => m.attention(q, cache.keys, cache.values, { causal: true, out }) };
       },

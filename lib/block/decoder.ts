@@ -20,7 +20,7 @@
 import { attentionStage, type AttentionOptions } from '../attention';
 import { broadcastsTo } from '../broadcast';
 import { formatShape, rangeError, typeError } from '../errors';
-import { advance, cacheAppendArgs, cacheStorage, KVCache, type KVCacheDtype } from '../kv-cache';
+import { advance, cacheAppendArgs, cacheBuffers, cacheStorage, cacheView, KVCache, type KVCacheDtype } from '../kv-cache';
 import { layerNormStage } from '../layernorm';
 import { matmulStage } from '../matmul';
 import { argIndex, fieldIndex, native, sequenceArgs, type NativeCallback, type NativeStage } from '../native';
@@ -34,6 +34,7 @@ import {
   resultTensor,
   type Bf16StridedTensor,
   type CheckedTensor,
+  type Int8StridedTensor,
   type ResultTensor,
   type StridedTensor,
   type Tensor,
@@ -124,9 +125,7 @@ function checkCall(fn: string, w: BlockWeights, x: TensorLike, options: MultiHea
   checkNoAlias(fn, 'options.out', out.data, 'options.mask', mask?.data);
   checkNoAlias(fn, 'options.out', out.data, 'options.keyPaddingMask', pad);
   if (cache) {
-    const storage = cacheStorage(cache);
-    checkNoAlias(fn, 'options.out', out.data, "the cache's keys", storage.keys);
-    checkNoAlias(fn, 'options.out', out.data, "the cache's values", storage.values);
+    for (const [what, storage] of cacheBuffers(cacheStorage(cache))) checkNoAlias(fn, 'options.out', out.data, what, storage);
   }
   checkInPlaceWeights(fn, w);
   const callerBuffers = callerBuffersOf(tx.data, out.data, mask?.data, pad);
@@ -156,10 +155,10 @@ export interface DecoderPlan {
   out: Slot;
   mask?: Slot;
   pad?: Slot;
-  /** The attention stage, its keys and values arguments and where their seq dims sit in its descriptor. */
-  attention?: { stage: number; keys: number; values: number; kSeq: number; vSeq: number };
-  /** The cache append stage and its storage and starts arguments. */
-  append?: { stage: number; keys: number; values: number; starts: number };
+  /** The attention stage, its keys and values arguments (and their scales') and where their seq dims sit in its descriptor. */
+  attention?: { stage: number; keys: number; values: number; kScales: number; vScales: number; kSeq: number; vSeq: number };
+  /** The cache append stage and its storage, scales and starts arguments. */
+  append?: { stage: number; keys: number; values: number; keyScales: number; valueScales: number; starts: number };
 }
 
 const cacheIds = new WeakMap<KVCache<KVCacheDtype>, number>();
@@ -180,14 +179,15 @@ function planKey(c: DecoderCall): string {
     `${c.cache ? c.cache.dtype : '-'},${c.lengths ? 1 : 0},${ragged ? 1 : 0}`;
 }
 
-/** The first `keys` positions of a cache's storage [batch, kvHeads, maxLength, dim] as a 'bshd' view. */
-function cacheView(cache: KVCache<KVCacheDtype>, storage: Float32Array | Uint16Array, keys: number): StridedTensor | Bf16StridedTensor {
-  const { batch, kvHeads, maxLength, headDim: dim } = cache;
-  const span = keys === 0 ? 0 : (batch * kvHeads - 1) * maxLength * dim + keys * dim;
-  const shape = [batch, keys, kvHeads, dim], strides = [kvHeads * maxLength * dim, dim, maxLength * dim, 1];
-  if (storage instanceof Uint16Array) return { data: storage.subarray(0, span), shape, strides, dtype: 'bf16' };
-  return { data: storage.subarray(0, span), shape, strides };
+/** The first `keys` positions of a cache's keys or values as 'bshd' views (the block's heads have one dim). */
+function cacheViews(cache: KVCache<KVCacheDtype>, keys: number): [KeyOrValue, KeyOrValue] {
+  const s = cacheStorage(cache);
+  return [
+    cacheView(cache, s.keys, s.keyScales, cache.headDim, keys, 'bshd'),
+    cacheView(cache, s.values, s.valueScales, cache.valueDim, keys, 'bshd'),
+  ];
 }
+type KeyOrValue = StridedTensor | Bf16StridedTensor | Int8StridedTensor;
 
 /** Sets a plan's per-call values: rope's positions, the counts, the key lengths, the caller's buffers and the cache's views. */
 function refresh(plan: DecoderPlan, c: DecoderCall): void {
@@ -211,14 +211,19 @@ function refresh(plan: DecoderPlan, c: DecoderCall): void {
   if (a && app && c.cache) {
     const storage = cacheStorage(c.cache);
     const stage = plan.stages[a.stage];
-    stage[1 + a.keys] = cacheView(c.cache, storage.keys, c.keys).data;
-    stage[1 + a.values] = cacheView(c.cache, storage.values, c.keys).data;
+    const [keys, values] = cacheViews(c.cache, c.keys);
+    stage[1 + a.keys] = keys.data;
+    stage[1 + a.values] = values.data;
+    stage[1 + a.kScales] = storage.keyScales ?? null;
+    stage[1 + a.vScales] = storage.valueScales ?? null;
     const desc = stage[stage.length - 1] as Float64Array;
     desc[a.kSeq] = c.keys;
     desc[a.vSeq] = c.keys;
     const append = plan.stages[app.stage];
     append[1 + app.keys] = storage.keys;
     append[1 + app.values] = storage.values;
+    append[1 + app.keyScales] = storage.keyScales ?? null;
+    append[1 + app.valueScales] = storage.valueScales ?? null;
     append[1 + app.starts] = storage.lengths;
   }
 }
@@ -230,8 +235,9 @@ function refresh(plan: DecoderPlan, c: DecoderCall): void {
 export function dropDecoderBuffers(plan: DecoderPlan | undefined): void {
   if (!plan) return;
   const slots: Array<Slot | undefined> = [plan.x, plan.out, plan.mask, plan.pad];
-  if (plan.attention) slots.push([plan.attention.stage, plan.attention.keys], [plan.attention.stage, plan.attention.values]);
-  if (plan.append) slots.push([plan.append.stage, plan.append.keys], [plan.append.stage, plan.append.values], [plan.append.stage, plan.append.starts]);
+  const a = plan.attention, app = plan.append;
+  if (a) slots.push([a.stage, a.keys], [a.stage, a.values], [a.stage, a.kScales], [a.stage, a.vScales]);
+  if (app) slots.push([app.stage, app.keys], [app.stage, app.values], [app.stage, app.keyScales], [app.stage, app.valueScales], [app.stage, app.starts]);
   for (const slot of slots) if (slot) plan.stages[slot[0]][1 + slot[1]] = null;
 }
 
@@ -268,14 +274,13 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
   // token's angles computed once.
   const rope = w.decoderSettings.rope;
   if (rope) stages.push(ropeInPlaceStage(part(0, w.heads + w.kvHeads), positions, rope));
-  let keys: StridedTensor | Bf16StridedTensor = k, values: StridedTensor | Bf16StridedTensor = v;
+  let keys: KeyOrValue = k, values: KeyOrValue = v;
   let appendStage = -1;
   if (c.cache) {
-    const cache = c.cache, storage = cacheStorage(cache);
+    const cache = c.cache;
     const source = (t: StridedTensor) => ({ data: t.data, strides: [t.strides[0], t.strides[1], t.strides[2]] as const });
     appendStage = stages.push({ kind: 'cacheAppend', args: (stage) => cacheAppendArgs(cache, source(k), source(v), tokens, counts, stage) }) - 1;
-    keys = cacheView(cache, storage.keys, c.keys);
-    values = cacheView(cache, storage.values, c.keys);
+    [keys, values] = cacheViews(cache, c.keys);
   }
   const { softcap, window, sinks } = w.decoderSettings;
   const options: AttentionOptions = {
@@ -311,6 +316,8 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
       stage: appendStage,
       keys: argIndex('cacheAppend', 'keys'),
       values: argIndex('cacheAppend', 'values'),
+      keyScales: argIndex('cacheAppend', 'keyScales'),
+      valueScales: argIndex('cacheAppend', 'valueScales'),
       starts: argIndex('cacheAppend', 'starts'),
     };
     const desc = owned[att][owned[att].length - 1] as Float64Array;
@@ -319,6 +326,8 @@ function newPlan(fn: string, w: BlockWeights, c: DecoderCall, ws: Workspace<Deco
       stage: att,
       keys: argIndex('attention', 'k'),
       values: argIndex('attention', 'v'),
+      kScales: argIndex('attention', 'kScales'),
+      vScales: argIndex('attention', 'vScales'),
       kSeq: fieldIndex('attention', desc, 'k.shape') + 2,
       vSeq: fieldIndex('attention', desc, 'v.shape') + 2,
     };
@@ -378,8 +387,7 @@ export async function decoderForwardAsync(
   const buffers: NamedBuffer[] = [...c.callerBuffers, ...w.inPlaceWeights];
   if (c.cache) {
     // Written by the job: private copies (lib/async-copies.ts) give them back.
-    const storage = cacheStorage(c.cache);
-    buffers.push(["the cache's keys", storage.keys, true], ["the cache's values", storage.values, true]);
+    buffers.push(...cacheBuffers(cacheStorage(c.cache)));
   }
   let plan: DecoderPlan | undefined;
   let started = false;

@@ -46,27 +46,27 @@ JsBuffer floatArg(const Napi::Value& v, const char* fn, const char* arg) {
   return typedArg(v, fn, arg, napi_float32_array, "Float32Array");
 }
 
-JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg) {
+JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg, const char* expected) {
   napi_typedarray_type type;
   size_t length, offset;
   void* data;
   napi_value buffer;
   const bool halves = napi_get_typedarray_info(v.Env(), v, &type, &length, &data, &buffer, &offset) == napi_ok &&
                       type == napi_uint16_array;
-  if (!halves) return typedArg(v, fn, arg, napi_float32_array, "Float32Array or a Uint16Array of bf16 values");
+  if (!halves) return typedArg(v, fn, arg, napi_float32_array, expected);
   JsBuffer r = typedArg(v, fn, arg, napi_uint16_array, "Uint16Array");
   r.arg.bf16 = true;
   return r;
 }
 
-JsBuffer packedMatrixArg(const Napi::Value& v, const char* fn, const char* arg) {
+JsBuffer floatBf16OrInt8Arg(const Napi::Value& v, const char* fn, const char* arg) {
   napi_typedarray_type type;
   size_t length, offset;
   void* data;
   napi_value buffer;
   const bool bytes = napi_get_typedarray_info(v.Env(), v, &type, &length, &data, &buffer, &offset) == napi_ok &&
                      type == napi_int8_array;
-  if (!bytes) return floatOrBf16Arg(v, fn, arg);
+  if (!bytes) return floatOrBf16Arg(v, fn, arg, "Float32Array, a Uint16Array of bf16 values or an Int8Array");
   JsBuffer r = typedArg(v, fn, arg, napi_int8_array, "Int8Array");
   r.arg.int8 = true;
   return r;

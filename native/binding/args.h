@@ -42,9 +42,11 @@ struct JsBuffer {
 // A Float32Array; TypeError if it is anything else or its buffer is detached.
 JsBuffer floatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Float32Array, or a Uint16Array of bf16 values (BufferArg::bf16 set).
-JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg);
-// A packed matrix's storage: a Float32Array, a Uint16Array of bf16 values, or an Int8Array (int8).
-JsBuffer packedMatrixArg(const Napi::Value& v, const char* fn, const char* arg);
+JsBuffer floatOrBf16Arg(const Napi::Value& v, const char* fn, const char* arg,
+                        const char* expected = "Float32Array or a Uint16Array of bf16 values");
+// A Float32Array, a Uint16Array of bf16 values (bf16 set) or an Int8Array (int8 set): a packed
+// matrix's storage, or an attention's k and v.
+JsBuffer floatBf16OrInt8Arg(const Napi::Value& v, const char* fn, const char* arg);
 // Same, but null/undefined gives an absent buffer.
 JsBuffer optionalFloatArg(const Napi::Value& v, const char* fn, const char* arg);
 // A Uint8Array, or null/undefined.

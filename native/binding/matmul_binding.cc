@@ -9,7 +9,7 @@ MatmulCall unwrapMatmul(Napi::Env env, const OpArgs& args, JobBuffers* buffers) 
   const char* fn = "matmul";
   using I = matmul_args::Index;
   JsBuffer a = floatArg(args[I::a], fn, "a");
-  JsBuffer b = packedMatrixArg(args[I::b], fn, "b");
+  JsBuffer b = floatBf16OrInt8Arg(args[I::b], fn, "b");
   JsBuffer c = optionalFloatArg(args[I::c], fn, "c");
   JsBuffer out = floatArg(args[I::out], fn, "out");
   MatmulCall call;
@@ -23,7 +23,7 @@ MatmulCall unwrapLayerNormMatmul(Napi::Env env, const OpArgs& args, JobBuffers* 
   const char* fn = "layerNormMatmul";
   using I = layer_norm_matmul_args::Index;
   JsBuffer a = floatArg(args[I::a], fn, "a");
-  JsBuffer b = packedMatrixArg(args[I::b], fn, "b");
+  JsBuffer b = floatBf16OrInt8Arg(args[I::b], fn, "b");
   JsBuffer c = optionalFloatArg(args[I::c], fn, "c");
   JsBuffer out = floatArg(args[I::out], fn, "out");
   JsBuffer weight = optionalFloatArg(args[I::weight], fn, "weight");
@@ -52,7 +52,7 @@ Napi::Value packedSizeBinding(const Napi::CallbackInfo& info) {
 // 1.065 and 1.067x the time in float32, 1.043 and 1.055x in bf16 (AMX); the
 // memory-bound 1 x 4096 x 4096 moved 0.96-1.02x either way.
 Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info) {
-  JsBuffer view = packedMatrixArg(info[0], "alignedOffset", "view");
+  JsBuffer view = floatBf16OrInt8Arg(info[0], "alignedOffset", "view");
   const auto address = reinterpret_cast<uintptr_t>(view.arg.data);
   const int64_t bytes = static_cast<int64_t>((64 - address % 64) % 64);
   return Napi::Number::New(info.Env(), static_cast<double>(bytes / view.arg.elementBytes()));
@@ -61,8 +61,8 @@ Napi::Value alignedOffsetBinding(const Napi::CallbackInfo& info) {
 PackCall unwrapPackMatrix(Napi::Env env, const OpArgs& args, JobBuffers* buffers) {
   const char* fn = "packMatrix";
   using I = pack_matrix_args::Index;
-  JsBuffer b = packedMatrixArg(args[I::b], fn, "b");
-  JsBuffer out = packedMatrixArg(args[I::out], fn, "out");
+  JsBuffer b = floatBf16OrInt8Arg(args[I::b], fn, "b");
+  JsBuffer out = floatBf16OrInt8Arg(args[I::out], fn, "out");
   JsBuffer scales = optionalFloatArg(args[I::scales], fn, "scales");
   PackCall call;
   throwIfError(env, preparePackMatrix(descriptorArg(args[I::kDescriptor], fn), b.arg, out.arg, scales.arg, &call));

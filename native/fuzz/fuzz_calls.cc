@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../ops/calls.h"
+#include "../ops/descriptor_layouts.h"
 
 namespace {
 
@@ -67,7 +68,25 @@ double flagValue(ByteSource& in) {
 enum Op { Matmul, Softmax, Attention, LayerNorm, PackMatrix, PackedSize, LayerNormMatmul, Rope, CacheAppend, OpCount };
 // (layerNormMatmul's is matmul's plus eps, appended in the Matmul case.)
 // C: a softcap, mostly 0 (none) or small; W: a window side, mostly -1 (none) or small.
-const char* const kLayout[OpCount] = {"SSSSFFNNFF", "SSN", "NSSSSFNFSCWWF", "SSNF", "SFF", "SF", "", "NSSNNFNS", ""};
+constexpr const char* kLayout[OpCount] = {"SSSSFFNNFFF", "SSN", "NSSSSFNFSCWWFF", "SSNF", "SFFF", "SFF", "", "NSSNNFNS", ""};
+
+// Each layout has as many slots as descriptor_layouts.h has fields: a field
+// added there and not here left every descriptor one short, and the fuzzer
+// then reached no matmul past the descriptor check.
+constexpr size_t slotCount(const char* layout) {
+  size_t n = 0;
+  while (layout[n] != 0) ++n;
+  return n;
+}
+#define MHSA_COUNT_FIELD(kind, member, name) +1
+static_assert(slotCount(kLayout[Matmul]) == 0 MHSA_MATMUL_FIELDS(MHSA_COUNT_FIELD), "matmul's fields");
+static_assert(slotCount(kLayout[Softmax]) == 0 MHSA_SOFTMAX_FIELDS(MHSA_COUNT_FIELD), "softmax's fields");
+static_assert(slotCount(kLayout[Attention]) == 0 MHSA_ATTENTION_FIELDS(MHSA_COUNT_FIELD), "attention's fields");
+static_assert(slotCount(kLayout[LayerNorm]) == 0 MHSA_LAYER_NORM_FIELDS(MHSA_COUNT_FIELD), "layerNorm's fields");
+static_assert(slotCount(kLayout[PackMatrix]) == 0 MHSA_PACK_MATRIX_FIELDS(MHSA_COUNT_FIELD), "packMatrix's fields");
+static_assert(slotCount(kLayout[PackedSize]) == 0 MHSA_PACKED_SIZE_FIELDS(MHSA_COUNT_FIELD), "packedSize's fields");
+static_assert(slotCount(kLayout[Rope]) == 0 MHSA_ROPE_FIELDS(MHSA_COUNT_FIELD), "rope's fields");
+#undef MHSA_COUNT_FIELD
 
 struct Decoded {
   std::vector<double> values;
@@ -347,6 +366,7 @@ void fuzzCacheAppend(ByteSource& in) {
   const double ks[3] = {number(n * rowK), number(rowK + in.next() % 2), number(headDim)};
   const double vs[3] = {number(n * rowV), number(rowV + in.next() % 2), number(valueDim)};
   const bool bf16 = number(in.next() % 2) == 1;
+  const bool int8 = number(in.next() % 3 == 0) == 1;
   auto span = [&](const double (&s)[3], double dim) -> int64_t {
     for (double x : {batch, kvHeads, n, dim, s[0], s[1], s[2]})
       if (!(x >= 0 && x <= 64) || std::floor(x) != x) return -1;
@@ -362,11 +382,15 @@ void fuzzCacheAppend(ByteSource& in) {
   BufferArg k = floatBuffer(bufs, planBuffer(in, span(ks, headDim), false));
   BufferArg v = floatBuffer(bufs, planBuffer(in, span(vs, valueDim), false));
   const bool storageBf16 = in.next() % 8 == 7 ? !bf16 : bf16;
+  const bool storageInt8 = !storageBf16 && (in.next() % 8 == 7 ? !int8 : int8);
   auto store = [&](double dim) {
     const BufferPlan p = planBuffer(in, storage(dim), false);
-    return storageBf16 ? bf16Buffer(bufs, p) : floatBuffer(bufs, p);
+    return storageBf16 ? bf16Buffer(bufs, p) : storageInt8 ? int8Buffer(bufs, p) : floatBuffer(bufs, p);
   };
   BufferArg keys = store(headDim), valuesArg = store(valueDim);
+  // int8 storage's row scales (one per row), now and then missing or the wrong length.
+  BufferArg keyScales = floatBuffer(bufs, planBuffer(in, storageInt8 ? storage(1) : -1, true));
+  BufferArg valueScales = floatBuffer(bufs, planBuffer(in, storageInt8 ? storage(1) : -1, true));
   if (k.present && keys.present && !keys.bf16 && in.next() % 8 == 7) k = {keys.data, std::min(k.length, keys.length), true};
   const int64_t entries = batch >= 0 && batch <= 8 && std::floor(batch) == batch ? static_cast<int64_t>(batch) : 1;
   const BufferPlan listPlan = planBuffer(in, entries, false);
@@ -377,7 +401,7 @@ void fuzzCacheAppend(ByteSource& in) {
   const BufferArg counts{bufs.ints.data() + listLength, listLength, listPlan.present};
   const Descriptor desc{values.data(), values.size()};
   CacheAppendCall call;
-  if (!prepareCacheAppend(desc, k, v, keys, valuesArg, starts, counts, &call).ok()) return;
+  if (!prepareCacheAppend(desc, k, v, keys, valuesArg, starts, counts, &call, keyScales, valueScales).ok()) return;
   runCall(call);
   ++stats.ran[CacheAppend];
 }
@@ -464,16 +488,28 @@ void fuzzOne(const uint8_t* data, size_t size) {
         }
         return span > kMaxBufferElements ? int64_t{-1} : static_cast<int64_t>(span);
       };
-      // k and v in bf16 when the descriptor says so, mostly (kvBf16, the last flag).
-      const bool kvBf16 = scalarAt(7) == 1;
+      // k and v in bf16 or int8 when the descriptor says so, mostly (kvBf16 and kvInt8, the last flags).
+      const bool kvBf16 = scalarAt(7) == 1, kvInt8 = scalarAt(8) == 1;
       const uint8_t types = in.next();
-      auto kvBuffer = [&](bool half, const BufferPlan& plan) { return half ? bf16Buffer(bufs, plan) : floatBuffer(bufs, plan); };
+      auto kvBuffer = [&](bool half, bool bytes, const BufferPlan& plan) {
+        return half ? bf16Buffer(bufs, plan) : bytes ? int8Buffer(bufs, plan) : floatBuffer(bufs, plan);
+      };
       BufferArg q = floatBuffer(bufs, planBuffer(in, expectedLength(0), false));
-      BufferArg k = kvBuffer(types % 8 == 7 ? !kvBf16 : kvBf16, planBuffer(in, expectedLength(1), false));
-      BufferArg v = kvBuffer(types % 8 == 6 ? !kvBf16 : kvBf16, planBuffer(in, expectedLength(2), false));
+      BufferArg k = kvBuffer(types % 8 == 7 ? !kvBf16 : kvBf16, types % 8 == 5 ? !kvInt8 : kvInt8,
+                             planBuffer(in, expectedLength(1), false));
+      BufferArg v = kvBuffer(types % 8 == 6 ? !kvBf16 : kvBf16, types % 8 == 4 ? !kvInt8 : kvInt8,
+                             planBuffer(in, expectedLength(2), false));
+      // Their row scales: one per row of a dense k or v, now and then missing or the wrong length.
+      auto rowsOf = [&](int t) {
+        const Shape s = shapeAt(t);
+        const int64_t n = countOf(s);
+        return kvInt8 && s.size() == 4 && n >= 0 && s[3] > 0 ? n / s[3] : -1;
+      };
+      BufferArg kScales = floatBuffer(bufs, planBuffer(in, rowsOf(1), true));
+      BufferArg vScales = floatBuffer(bufs, planBuffer(in, rowsOf(2), true));
       // Now and then q, k and v side by side in one buffer, as the fused QKV
       // output holds them (each view offset by the one before's row width).
-      if (q.present && k.present && v.present && !k.bf16 && !v.bf16 && in.next() % 4 == 0) {
+      if (q.present && k.present && v.present && !k.bf16 && !v.bf16 && !k.int8 && !v.int8 && in.next() % 4 == 0) {
         const Shape qs = shapeAt(0), ks = shapeAt(1);
         // Row widths only from shapes whose element count is sane (a huge dim would overflow them).
         const int64_t qRow = qs.size() == 4 ? std::min(mulSat(qs[2], qs[3]), kMaxBufferElements) : 0;
@@ -511,7 +547,8 @@ void fuzzOne(const uint8_t* data, size_t size) {
       }
       aliasOut(in, bufs, &q, &out);
       AttentionCall call;
-      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, sinks, keyLengths, &call).ok()) return;
+      if (!prepareAttention(desc, q, k, v, out, mask, pad, weights, sinks, keyLengths, &call, kScales, vScales).ok())
+        return;
       const AttentionProblem& p = call.problem;
       if (static_cast<double>(p.batch) * p.heads * p.seqQ * p.seqKV * (p.headDim + p.headDimV + 1) > kMaxWork)
         return;

@@ -116,7 +116,7 @@ bool vSuitsFusedExp(const AttentionProblem& p, float vMax) {
 // them in place measured 1-8 % slower than packing. And only where the ISA's
 // table says it pays (KernelTable::attentionKVInPlace).
 bool readsKVInPlace(const AttentionProblem& p, const KernelTable& kt) {
-  if (!kt.attentionKVInPlace || p.kvBf16 || p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 ||
+  if (!kt.attentionKVInPlace || p.kvBf16 || p.kvInt8 || p.k.dimStride != 1 || p.v.dimStride != 1 || p.headDimV % kt.nr != 0 ||
       p.seqKV > kAttentionKeyBlock)
     return false;
   auto spanBytes = [&](const Strided4& x, int64_t width) { return ((p.seqKV - 1) * x.seqStride + width) * 4; };
@@ -155,21 +155,41 @@ StridedMatrix widenRows(const uint16_t* rows, const Strided4& x, int64_t keys, i
   return StridedMatrix{w, width, 1};
 }
 
+// The same for int8 rows: each value times its row's scale.
+StridedMatrix widenRows(const int8_t* rows, const Strided4& x, const float* scales, int64_t scaleStride, int64_t keys,
+                        int64_t width) {
+  float* w = scratchFloats(ScratchSlot::AttentionWidenKV, static_cast<size_t>(std::max<int64_t>(keys * width, 1)));
+  for (int64_t j = 0; j < keys; ++j) {
+    const float s = scales[j * scaleStride];
+    for (int64_t e = 0; e < width; ++e) w[j * width + e] = static_cast<float>(rows[j * x.seqStride + e * x.dimStride]) * s;
+  }
+  return StridedMatrix{w, width, 1};
+}
+
+// K or V of (batch b, kv head g) as floats: in place, or widened from bf16 or int8.
+StridedMatrix kvRows(const AttentionProblem& p, bool values, int64_t b, int64_t g, int64_t keys) {
+  const Strided4& x = values ? p.v : p.k;
+  const int64_t width = values ? p.headDimV : p.headDim, at = b * x.batchStride + g * x.headStride;
+  if (p.kvBf16) return widenRows((values ? p.vBf16 : p.kBf16) + at, x, keys, width);
+  if (p.kvInt8) {
+    const RowScales& s = values ? p.vScales : p.kScales;
+    return widenRows((values ? p.vInt8 : p.kInt8) + at, x, s.data + b * s.batchStride + g * s.headStride, s.seqStride,
+                     keys, width);
+  }
+  return StridedMatrix{x.data + at, x.seqStride, x.dimStride};
+}
+
 PackedKV packKV(const AttentionProblem& p, const KernelTable& kt, int64_t b, int64_t g) {
   const int64_t keys = keysOf(p, b);
   const int64_t keysPadded = roundUp(keys, kt.mr);
   const int64_t dvPadded = roundUp(p.headDimV, kt.nr);
   float* kbuf = scratchFloats(ScratchSlot::AttentionPackK, static_cast<size_t>(keysPadded * p.headDim));
   float* vbuf = scratchFloats(ScratchSlot::AttentionPackV, static_cast<size_t>(dvPadded * keys));
-  const StridedMatrix kA = p.kvBf16 ? widenRows(p.kBf16 + b * p.k.batchStride + g * p.k.headStride, p.k, keys, p.headDim)
-                                    : StridedMatrix{p.k.data + b * p.k.batchStride + g * p.k.headStride, p.k.seqStride,
-                                                    p.k.dimStride};
+  const StridedMatrix kA = kvRows(p, false, b, g, keys);
   for (int64_t pc = 0; pc < p.headDim; pc += kGemmKC)
     packA(kA, 0, keys, pc, std::min(kGemmKC, p.headDim - pc), kt.mr, kbuf + keysPadded * pc);
-  // With bf16, K's widened rows are packed by now: V's reuse their scratch.
-  const StridedMatrix vB = p.kvBf16 ? widenRows(p.vBf16 + b * p.v.batchStride + g * p.v.headStride, p.v, keys, p.headDimV)
-                                    : StridedMatrix{p.v.data + b * p.v.batchStride + g * p.v.headStride, p.v.seqStride,
-                                                    p.v.dimStride};
+  // Widened, K's rows are packed by now: V's reuse their scratch.
+  const StridedMatrix vB = kvRows(p, true, b, g, keys);
   for (int64_t pc = 0; pc < keys; pc += kGemmKC)
     packB(vB, pc, std::min(kGemmKC, keys - pc), 0, p.headDimV, kt.nr, vbuf + dvPadded * pc);
   PackedKV kv{kbuf, vbuf};
@@ -192,6 +212,9 @@ void prefetchKVShare(const AttentionProblem& p, int64_t b, int64_t g, int64_t j0
   if (p.kvBf16) {
     rows(p.kBf16, p.k, p.headDim);
     rows(p.vBf16, p.v, p.headDimV);
+  } else if (p.kvInt8) {
+    rows(p.kInt8, p.k, p.headDim);
+    rows(p.vInt8, p.v, p.headDimV);
   } else {
     rows(p.k.data, p.k, p.headDim);
     rows(p.v.data, p.v, p.headDimV);
@@ -609,10 +632,22 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
   auto rowsOf = [&](const auto* data, const Strided4& x) {
     return data + grp.b * x.batchStride + grp.g * x.headStride + j0 * x.seqStride;
   };
-  if (p.kvBf16)
+  // An int8 row's scale multiplies its scores, and its weights before V. A
+  // zero weight stays zero: a key left out is not read, whatever its scale.
+  auto scaleByRows = [&](const RowScales& s) {
+    const float* rowScale = s.data + grp.b * s.batchStride + grp.g * s.headStride + j0 * s.seqStride;
+    for (int64_t u = 0; u < G; ++u)
+      for (int64_t j = 0; j < n; ++j)
+        if (scores[u * n + j] != 0.0f) scores[u * n + j] *= rowScale[j * s.seqStride];
+  };
+  if (p.kvBf16) {
     kt.decodeScoresBf16(q, G, D, rowsOf(p.kBf16, p.k), p.k.seqStride, n, p.scale, scores);
-  else
+  } else if (p.kvInt8) {
+    kt.decodeScoresInt8(q, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, n, p.scale, scores);
+    scaleByRows(p.kScales);
+  } else {
     kt.decodeScores(q, G, D, rowsOf(p.k.data, p.k), p.k.seqStride, n, p.scale, scores);
+  }
   const int64_t stride = p.headDimV + 2;
   bool anyWeight = false;
   for (int64_t u = 0; u < G; ++u) {
@@ -621,9 +656,12 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
     anyWeight |= decodeRowSoftmax(p, kt, grp, u, j0, n, row, states + u * stride);
   }
   if (!anyWeight) return;
-  if (p.kvBf16)
+  if (p.kvBf16) {
     kt.decodeAccumulateBf16(scores, G, n, rowsOf(p.vBf16, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
-  else
+  } else if (p.kvInt8) {
+    scaleByRows(p.vScales);
+    kt.decodeAccumulateInt8(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
+  } else
     kt.decodeAccumulate(scores, G, n, rowsOf(p.v.data, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
 }
 

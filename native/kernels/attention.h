@@ -15,6 +15,13 @@ struct Strided4 {
   int64_t batchStride, headStride, seqStride, dimStride;
 };
 
+// One float per row of an int8 K or V: the row (b, h, j) holds
+// data[b * batchStride + h * headStride + j * seqStride].
+struct RowScales {
+  const float* data;
+  int64_t batchStride, headStride, seqStride;
+};
+
 struct AttentionProblem {
   int64_t batch, heads, kvHeads, seqQ, seqKV, headDim, headDimV;
   Strided4 q, k, v;
@@ -25,6 +32,16 @@ struct AttentionProblem {
   bool kvBf16;
   const uint16_t* kBf16;
   const uint16_t* vBf16;
+  // int8 keys and values (an int8 KV cache): with kvInt8, k.data and v.data
+  // are null, kInt8 and vInt8 hold the rows at k's and v's strides, and each
+  // row's value is its int8 values times its scale. The tiled path widens
+  // each row to those floats; the decode path applies the scales to the
+  // scores and to the weights, which rounds differently (within float32's
+  // rounding of the same sums).
+  bool kvInt8;
+  const int8_t* kInt8;
+  const int8_t* vInt8;
+  RowScales kScales, vScales;
   float* out;  // strides as in outView (its data pointer is ignored)
   Strided4 outView;
   float scale;

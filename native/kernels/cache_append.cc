@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "bf16.h"
+#include "gemm_int8.h"
 
 namespace mhsa {
 namespace {
@@ -12,10 +13,12 @@ void appendRows(const CacheAppendProblem& p, const CacheAppendTensor& t) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t count = p.counts[b], skip = p.positions - count;
     for (int64_t h = 0; h < p.kvHeads; ++h) {
-      const int64_t first = ((b * p.kvHeads + h) * p.maxLength + p.starts[b]) * t.dim;
+      const int64_t firstRow = (b * p.kvHeads + h) * p.maxLength + p.starts[b], first = firstRow * t.dim;
       for (int64_t i = 0; i < count; ++i) {
         const float* row = t.src + b * t.batchStride + (skip + i) * t.positionStride + h * t.headStride;
-        if (t.storage16 != nullptr) {
+        if (t.storage8 != nullptr) {
+          t.scales[firstRow + i] = quantizeInt8(row, t.dim, t.storage8 + first + i * t.dim);
+        } else if (t.storage16 != nullptr) {
           uint16_t* to = t.storage16 + first + i * t.dim;
           for (int64_t e = 0; e < t.dim; ++e) to[e] = floatToBf16(row[e]);
         } else {

@@ -1,6 +1,8 @@
 // A KV cache's append: new positions' key and value rows copied into the
 // cache's storage [batch, kvHeads, maxLength, dim] at each batch entry's own
-// length, rounded to bf16 when the storage is bf16.
+// length, rounded to bf16 when the storage is bf16, or quantized per row
+// (gemm_int8.h's quantizeInt8) with each row's scale stored beside it when the
+// storage is int8.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,9 @@ struct CacheAppendTensor {
   int64_t batchStride = 0, positionStride = 0, headStride = 0;
   int64_t dim = 0;
   float* storage = nullptr;      // float32 storage, or
-  uint16_t* storage16 = nullptr;  // bf16 storage
+  uint16_t* storage16 = nullptr;  // bf16 storage, or
+  int8_t* storage8 = nullptr;     // int8 storage, with
+  float* scales = nullptr;        // one scale per row: [batch, kvHeads, maxLength]
 };
 
 struct CacheAppendProblem {

@@ -2,7 +2,8 @@
 // to 4 queries, sized for 16 ymm registers (decode_tiles.h drives them).
 // Scores: 4 queries x 2 keys of dots in 8 accumulators; V: 4 queries x 16
 // floats of accumulators. Rows of bf16 (a bf16 KV cache) are widened in
-// registers as they are loaded. Compiled with -mavx2 -mfma only.
+// registers as they are loaded, and int8 rows (an int8 KV cache) converted.
+// Compiled with -mavx2 -mfma only.
 #include "decode_avx2.h"
 
 #include <cstring>
@@ -33,6 +34,15 @@ inline __m256 load8(const Tail& t, const uint16_t* p) {
   alignas(16) uint16_t h[8] = {};
   if (t.count > 0) std::memcpy(h, p, static_cast<size_t>(t.count) * sizeof(uint16_t));
   return widenBf16(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+// int8 rows (an int8 KV cache) convert exactly; their row scales are the driver's (attention.cc).
+inline __m256 widenInt8(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); }
+inline __m256 load8(const int8_t* p) { return widenInt8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const Tail& t, const int8_t* p) {
+  if (t.count >= 8) return load8(p);
+  alignas(16) int8_t b[16] = {};
+  if (t.count > 0) std::memcpy(b, p, static_cast<size_t>(t.count));
+  return widenInt8(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
 }
 
 // Lane i of the result is the sum of a[i]'s 8 lanes.
@@ -200,6 +210,16 @@ void decodeScoresBf16Avx2(const float* q, int64_t queries, int64_t d, const uint
 }
 
 void decodeAccumulateBf16Avx2(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
+                              int64_t dv, float* acc, int64_t accStride) {
+  decode::accumulate<Avx2Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
+}
+
+void decodeScoresInt8Avx2(const float* q, int64_t queries, int64_t d, const int8_t* k, int64_t kStride, int64_t n,
+                          float scale, float* s) {
+  decode::scores<Avx2Tiles>(q, queries, d, k, kStride, n, scale, s);
+}
+
+void decodeAccumulateInt8Avx2(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
                               int64_t dv, float* acc, int64_t accStride) {
   decode::accumulate<Avx2Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
 }

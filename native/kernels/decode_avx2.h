@@ -11,4 +11,9 @@ void decodeScoresBf16Avx2(const float* q, int64_t queries, int64_t d, const uint
                           float scale, float* s);
 void decodeAccumulateBf16Avx2(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
                               int64_t dv, float* acc, int64_t accStride);
+// The same over int8 K and V rows, converted exactly (KernelTable::decodeScoresInt8, decodeAccumulateInt8).
+void decodeScoresInt8Avx2(const float* q, int64_t queries, int64_t d, const int8_t* k, int64_t kStride, int64_t n,
+                              float scale, float* s);
+void decodeAccumulateInt8Avx2(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
+                                  int64_t dv, float* acc, int64_t accStride);
 }  // namespace mhsa

@@ -7,7 +7,8 @@
 // the stride (docs/design/attention-tiles.md, the decode path). Rows of bf16
 // (a bf16 KV cache) are widened in registers as they are loaded: a shift of
 // each value into the top half of a float, so half the bytes are read for the
-// same arithmetic. Compiled with the AVX-512 flags only.
+// same arithmetic; int8 rows (an int8 KV cache) are converted the same way.
+// Compiled with the AVX-512 flags only.
 #include "decode_avx512.h"
 
 #include "avx512_intrinsics.h"
@@ -24,6 +25,10 @@ inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 load16(const uint16_t* p) { return widenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline __m512 load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 load16(__mmask16 m, const uint16_t* p) { return widenBf16(_mm256_maskz_loadu_epi16(m, p)); }
+// int8 rows (an int8 KV cache) convert exactly; their row scales are the driver's (attention.cc).
+inline __m512 widenInt8(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)); }
+inline __m512 load16(const int8_t* p) { return widenInt8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m512 load16(__mmask16 m, const int8_t* p) { return widenInt8(_mm_maskz_loadu_epi8(m, p)); }
 
 // Whether the 16-element vector at element e of a row starts a 64-byte line
 // (the rows' prefetches are one per line).
@@ -227,6 +232,16 @@ void decodeScoresBf16Avx512(const float* q, int64_t queries, int64_t d, const ui
 }
 
 void decodeAccumulateBf16Avx512(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
+                                int64_t dv, float* acc, int64_t accStride) {
+  decode::accumulate<Avx512Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
+}
+
+void decodeScoresInt8Avx512(const float* q, int64_t queries, int64_t d, const int8_t* k, int64_t kStride, int64_t n,
+                            float scale, float* s) {
+  decode::scores<Avx512Tiles>(q, queries, d, k, kStride, n, scale, s);
+}
+
+void decodeAccumulateInt8Avx512(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
                                 int64_t dv, float* acc, int64_t accStride) {
   decode::accumulate<Avx512Tiles>(p, queries, n, v, vStride, dv, acc, accStride);
 }

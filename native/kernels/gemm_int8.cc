@@ -57,6 +57,12 @@ inline int8_t quantize(float v, float inverse) {
 
 }  // namespace
 
+float quantizeInt8(const float* v, int64_t n, int8_t* out) {
+  const Int8Quantizer q = quantizerOf(v, n, 1);
+  for (int64_t i = 0; i < n; ++i) out[i] = quantize(v[i], q.inverse);
+  return q.scale;
+}
+
 int64_t packedInt8Bytes(int64_t k, int64_t n) {
   const int64_t cols = paddedColumns(n);
   return cols * groupsOf(k) * kInt8DepthGroup + cols * 4 + cols * 4;

@@ -60,6 +60,11 @@ inline Int8Quantizer int8QuantizerOf(float most, bool finite) {
   return {most / 127.0f, 127.0f / most};
 }
 
+// Quantizes n contiguous floats as the scheme quantizes a row (the bits of
+// the products' own quantizer) into out, and returns the scale: an int8 KV
+// cache's rows (cache_append.cc).
+float quantizeInt8(const float* v, int64_t n, int8_t* out);
+
 // The kernels an int8 product runs on, chosen at run time (int8Kernels()).
 //  tile: rows (1..mr) x 32 int32 sums, acc[i * 32 + j] = sum over the groups
 //   of A's packed rows (ap: per group, mr rows x 4 bytes) times one sliver.

@@ -33,6 +33,8 @@
 #define MHSA_DECODE_ACCUMULATE ::mhsa::decodeAccumulateAvx2
 #define MHSA_DECODE_SCORES_BF16 ::mhsa::decodeScoresBf16Avx2
 #define MHSA_DECODE_ACCUMULATE_BF16 ::mhsa::decodeAccumulateBf16Avx2
+#define MHSA_DECODE_SCORES_INT8 ::mhsa::decodeScoresInt8Avx2
+#define MHSA_DECODE_ACCUMULATE_INT8 ::mhsa::decodeAccumulateInt8Avx2
 #define MHSA_MR 6
 #define MHSA_NR 16
 #define MHSA_GEMM_A_IN_PLACE true

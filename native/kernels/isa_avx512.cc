@@ -33,6 +33,8 @@
 #define MHSA_DECODE_ACCUMULATE ::mhsa::decodeAccumulateAvx512
 #define MHSA_DECODE_SCORES_BF16 ::mhsa::decodeScoresBf16Avx512
 #define MHSA_DECODE_ACCUMULATE_BF16 ::mhsa::decodeAccumulateBf16Avx512
+#define MHSA_DECODE_SCORES_INT8 ::mhsa::decodeScoresInt8Avx512
+#define MHSA_DECODE_ACCUMULATE_INT8 ::mhsa::decodeAccumulateInt8Avx512
 #define MHSA_ATTENTION_KV_IN_PLACE true
 #define MHSA_GEMM_A_IN_PLACE true
 #define MHSA_MR 12

@@ -145,6 +145,13 @@ struct KernelTable {
                            float scale, float* s);
   void (*decodeAccumulateBf16)(const float* p, int64_t queries, int64_t n, const uint16_t* v, int64_t vStride,
                                int64_t dv, float* acc, int64_t accStride);
+  // The same over int8 K and V rows (an int8 KV cache), each element
+  // converted exactly: the rows' scales are applied by the caller (to the
+  // scores, and to the weights before decodeAccumulateInt8).
+  void (*decodeScoresInt8)(const float* q, int64_t queries, int64_t d, const int8_t* k, int64_t kStride, int64_t n,
+                           float scale, float* s);
+  void (*decodeAccumulateInt8)(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
+                               int64_t dv, float* acc, int64_t accStride);
 
   // The bf16 GEMM's widening path for 1-2 rows of A (gemm_bf16.cc,
   // gemmBf16RowsWidened): acc[i * 32 + j] += sum over k < kc of

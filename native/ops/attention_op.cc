@@ -161,6 +161,34 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p) {
   return Status::success();
 }
 
+namespace {
+
+// The row scales of an int8 k or v (x, rows of `width` elements): rows
+// contiguous, axis strides whole rows, and scales reaching the last row.
+Status rowScalesOf(const char* name, const char* scalesName, const Strided4& x, int64_t width,
+                   const AttentionProblem& p, const BufferArg& scales, RowScales* out) {
+  const int64_t heads = p.kvHeads, keys = p.seqKV;
+  *out = RowScales{nullptr, 0, 0, 0};
+  if (p.batch == 0 || heads == 0 || keys == 0 || width == 0) return Status::success();
+  const std::string fn = std::string("attention: an int8 ") + name;
+  if (x.dimStride != 1 && width > 1) return Status::rangeError(fn + " must have contiguous rows (not the bhds layout)");
+  const int64_t strides[3] = {x.batchStride, x.headStride, x.seqStride};
+  for (int64_t s : strides)
+    if (s % width != 0)
+      return Status::rangeError(fn + "'s strides must be whole rows of " + std::to_string(width) + ", received " +
+                                std::to_string(x.batchStride) + ", " + std::to_string(x.headStride) + ", " +
+                                std::to_string(x.seqStride));
+  *out = RowScales{nullptr, x.batchStride / width, x.headStride / width, x.seqStride / width};
+  const int64_t lastRow = (p.batch - 1) * out->batchStride + (heads - 1) * out->headStride + (keys - 1) * out->seqStride;
+  if (scales.length <= lastRow)
+    return Status::rangeError(std::string("attention: ") + scalesName + ".length must be at least " +
+                              std::to_string(lastRow + 1) + " (one scale per row of " + name + "), received " +
+                              std::to_string(scales.length));
+  return Status::success();
+}
+
+}  // namespace
+
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
                         const BufferArg& weights, const BufferArg& sinks, AttentionCall* call) {
@@ -170,7 +198,7 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
                         const BufferArg& weights, const BufferArg& sinks, const BufferArg& keyLengths,
-                        AttentionCall* call) {
+                        AttentionCall* call, const BufferArg& kScales, const BufferArg& vScales) {
   const char* fn = "attention";
   AttentionFields f;
   AttentionStrideFields strideFields;
@@ -210,21 +238,33 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   args.maskLength = mask.length;
   args.keyPaddingLength = keyPadding.length;
   args.weightsLength = weights.length;
-  // k and v are both bf16 (a bf16 KV cache) or both float; everything else is float.
+  // k and v are both bf16 (a bf16 KV cache), both int8 with their row scales
+  // (an int8 KV cache) or both float; everything else is float.
+  if (f.kvBf16 && f.kvInt8) return Status::typeError("attention: kvBf16 and kvInt8 cannot both be set");
   for (const auto& kv : {std::pair<const char*, const BufferArg*>{"k", &k}, {"v", &v}})
-    if (kv.second->bf16 != f.kvBf16)
+    if (kv.second->bf16 != f.kvBf16 || kv.second->int8 != f.kvInt8)
       return Status::typeError(std::string("attention: ") + kv.first +
-                               (f.kvBf16 ? " must be a Uint16Array of bf16 values (kvBf16)" : " must be a Float32Array"));
+                               (f.kvBf16   ? " must be a Uint16Array of bf16 values (kvBf16)"
+                                : f.kvInt8 ? " must be an Int8Array (kvInt8)"
+                                           : " must be a Float32Array"));
   for (const auto& in : {std::pair<const char*, const BufferArg*>{"q", &q}, {"out", &out}, {"mask", &mask},
-                         {"weights", &weights}, {"sinks", &sinks}})
-    if (in.second->bf16) return Status::typeError(std::string("attention: ") + in.first + " must be a Float32Array");
+                         {"weights", &weights}, {"sinks", &sinks}, {"kScales", &kScales}, {"vScales", &vScales}})
+    if (in.second->bf16 || in.second->int8)
+      return Status::typeError(std::string("attention: ") + in.first + " must be a Float32Array");
+  if (kScales.present != f.kvInt8 || vScales.present != f.kvInt8)
+    return Status::typeError(f.kvInt8 ? "attention: int8 k and v (kvInt8) need kScales and vScales"
+                                      : "attention: kScales and vScales go with int8 k and v (kvInt8) only");
   AttentionProblem& p = call->problem;
   MHSA_RETURN_IF_ERROR(planAttention(args, &p));
+  if (f.kvInt8) {
+    MHSA_RETURN_IF_ERROR(rowScalesOf("k", "kScales", p.k, p.headDim, p, kScales, &p.kScales));
+    MHSA_RETURN_IF_ERROR(rowScalesOf("v", "vScales", p.v, p.headDimV, p, vScales, &p.vScales));
+  }
   // out and weights are written; neither may overlap anything else.
   const struct { const char* name; const BufferArg* buf; int64_t elementBytes; } inputs[] = {
       {"q", &q, 4}, {"k", &k, k.elementBytes()}, {"v", &v, v.elementBytes()}, {"mask", &mask, 4},
       {"keyPaddingMask", &keyPadding, 1},
-      {"sinks", &sinks, 4}, {"keyLengths", &keyLengths, 4}};
+      {"sinks", &sinks, 4}, {"keyLengths", &keyLengths, 4}, {"kScales", &kScales, 4}, {"vScales", &vScales, 4}};
   for (const auto& in : inputs) {
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "out", out, 4, in.name, *in.buf, in.elementBytes, false));
     MHSA_RETURN_IF_ERROR(checkNoOverlap(fn, "weights", weights, 4, in.name, *in.buf, in.elementBytes, false));
@@ -244,10 +284,16 @@ Status prepareAttention(const Descriptor& desc, const BufferArg& q, const Buffer
   }
   p.q.data = q.floats();
   p.kvBf16 = f.kvBf16;
-  p.k.data = f.kvBf16 ? nullptr : k.floats();
-  p.v.data = f.kvBf16 ? nullptr : v.floats();
+  p.kvInt8 = f.kvInt8;
+  const bool kvFloat = !f.kvBf16 && !f.kvInt8;
+  p.k.data = kvFloat ? k.floats() : nullptr;
+  p.v.data = kvFloat ? v.floats() : nullptr;
   p.kBf16 = f.kvBf16 ? k.halves() : nullptr;
   p.vBf16 = f.kvBf16 ? v.halves() : nullptr;
+  p.kInt8 = f.kvInt8 ? k.bytes() : nullptr;
+  p.vInt8 = f.kvInt8 ? v.bytes() : nullptr;
+  p.kScales.data = f.kvInt8 ? kScales.floats() : nullptr;
+  p.vScales.data = f.kvInt8 ? vScales.floats() : nullptr;
   p.out = out.mutableFloats();
   p.mask = mask.present ? mask.floats() : nullptr;
   p.keyPadding = keyPadding.present ? static_cast<const uint8_t*>(keyPadding.data) : nullptr;

@@ -47,9 +47,12 @@ Status planAttention(const AttentionArgs& args, AttentionProblem* p);
 void logicalDims(AttentionLayout layout, const Shape& s, int64_t* b, int64_t* h, int64_t* seq,
                  int64_t* dim);
 
-// attention(q, k, v, out, mask?, keyPaddingMask?, weights?, sinks?, keyLengths?).
+// attention(q, k, v, out, mask?, keyPaddingMask?, weights?, sinks?, keyLengths?, kScales?, vScales?).
 // keyLengths (int32 [batch]) is copied into the call: the kernel's key ranges
 // come from it, so a later change to the caller's buffer cannot move them.
+// With kvInt8, k and v are Int8Arrays with contiguous rows whose axis strides
+// are multiples of the row width, and kScales (vScales) holds one float per
+// row of k (v), the row at element offset o having scale [o / width].
 struct AttentionCall {
   AttentionProblem problem{};
   std::vector<int64_t> keyLengths;
@@ -57,7 +60,8 @@ struct AttentionCall {
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,
                         const BufferArg& weights, const BufferArg& sinks, const BufferArg& keyLengths,
-                        AttentionCall* call);
+                        AttentionCall* call, const BufferArg& kScales = BufferArg{},
+                        const BufferArg& vScales = BufferArg{});
 // The same without keyLengths.
 Status prepareAttention(const Descriptor& desc, const BufferArg& q, const BufferArg& k, const BufferArg& v,
                         const BufferArg& out, const BufferArg& mask, const BufferArg& keyPadding,

@@ -22,7 +22,7 @@ Status countField(const char* name, double value, int64_t* out) {
 // k or v: its strides checked, its length against the span its rows cover.
 Status checkSource(const char* name, const BufferArg& src, const double (&strides)[3], int64_t batch,
                    int64_t positions, int64_t heads, int64_t dim, CacheAppendTensor* t) {
-  if (src.bf16) return Status::typeError(std::string(kFn) + ": " + name + " must be a Float32Array");
+  if (src.bf16 || src.int8) return Status::typeError(std::string(kFn) + ": " + name + " must be a Float32Array");
   int64_t s[3];
   MHSA_RETURN_IF_ERROR(readStrides(kFn, name, strides, s));
   MHSA_RETURN_IF_ERROR(checkStridedLength(kFn, name, Shape{batch, positions, heads, dim}, s, src.length));
@@ -34,19 +34,33 @@ Status checkSource(const char* name, const BufferArg& src, const double (&stride
   return Status::success();
 }
 
-Status checkStorage(const char* name, const BufferArg& storage, bool bf16, int64_t rows, int64_t dim,
-                    CacheAppendTensor* t) {
-  if (storage.bf16 != bf16)
+Status checkStorage(const char* name, const BufferArg& storage, const char* scalesName, const BufferArg& scales,
+                    const CacheAppendFields& f, int64_t rows, int64_t dim, CacheAppendTensor* t) {
+  if (storage.bf16 != f.bf16 || storage.int8 != f.int8)
     return Status::typeError(std::string(kFn) + ": " + name +
-                             (bf16 ? " must be a Uint16Array of bf16 values" : " must be a Float32Array"));
+                             (f.bf16 ? " must be a Uint16Array of bf16 values"
+                              : f.int8 ? " must be an Int8Array"
+                                       : " must be a Float32Array"));
   const int64_t want = mulSat(rows, dim);
   if (want >= kMaxElements || storage.length != want)
     return Status::rangeError(std::string(kFn) + ": " + name + ".length must be batch·kvHeads·maxLength·dim = " +
                               std::to_string(want) + ", received " + std::to_string(storage.length));
-  if (bf16)
+  if (scales.present != f.int8)
+    return Status::typeError(std::string(kFn) + ": " + scalesName +
+                             (f.int8 ? " must be a Float32Array (int8 storage)" : " goes with int8 storage only"));
+  if (scales.present && (scales.bf16 || scales.int8))
+    return Status::typeError(std::string(kFn) + ": " + scalesName + " must be a Float32Array");
+  if (scales.present && scales.length != rows)
+    return Status::rangeError(std::string(kFn) + ": " + scalesName + ".length must be batch·kvHeads·maxLength = " +
+                              std::to_string(rows) + ", received " + std::to_string(scales.length));
+  if (f.int8) {
+    t->storage8 = static_cast<int8_t*>(const_cast<void*>(storage.data));
+    t->scales = scales.mutableFloats();
+  } else if (f.bf16) {
     t->storage16 = static_cast<uint16_t*>(const_cast<void*>(storage.data));
-  else
+  } else {
     t->storage = storage.mutableFloats();
+  }
   return Status::success();
 }
 
@@ -64,7 +78,7 @@ Status readEntries(const char* name, const BufferArg& list, int64_t batch, std::
 
 Status prepareCacheAppend(const Descriptor& desc, const BufferArg& k, const BufferArg& v, const BufferArg& keys,
                           const BufferArg& values, const BufferArg& starts, const BufferArg& counts,
-                          CacheAppendCall* call) {
+                          CacheAppendCall* call, const BufferArg& keyScales, const BufferArg& valueScales) {
   CacheAppendFields f;
   MHSA_RETURN_IF_ERROR(readDescriptor(desc, kFn, &f));
   CacheAppendProblem& p = call->problem;
@@ -78,8 +92,9 @@ Status prepareCacheAppend(const Descriptor& desc, const BufferArg& k, const Buff
   MHSA_RETURN_IF_ERROR(checkSource("k", k, {f.k0, f.k1, f.k2}, p.batch, p.positions, p.kvHeads, headDim, &p.k));
   MHSA_RETURN_IF_ERROR(checkSource("v", v, {f.v0, f.v1, f.v2}, p.batch, p.positions, p.kvHeads, valueDim, &p.v));
   const int64_t rows = mulSat(mulSat(p.batch, p.kvHeads), p.maxLength);
-  MHSA_RETURN_IF_ERROR(checkStorage("keys", keys, f.bf16, rows, headDim, &p.k));
-  MHSA_RETURN_IF_ERROR(checkStorage("values", values, f.bf16, rows, valueDim, &p.v));
+  if (f.bf16 && f.int8) return Status::typeError(std::string(kFn) + ": bf16 and int8 cannot both be set");
+  MHSA_RETURN_IF_ERROR(checkStorage("keys", keys, "keyScales", keyScales, f, rows, headDim, &p.k));
+  MHSA_RETURN_IF_ERROR(checkStorage("values", values, "valueScales", valueScales, f, rows, valueDim, &p.v));
   MHSA_RETURN_IF_ERROR(readEntries("starts", starts, p.batch, &call->starts));
   MHSA_RETURN_IF_ERROR(readEntries("counts", counts, p.batch, &call->counts));
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -92,14 +107,16 @@ Status prepareCacheAppend(const Descriptor& desc, const BufferArg& k, const Buff
                                 std::to_string(b) + "] must be in [0, maxLength = " + std::to_string(p.maxLength) +
                                 "], received " + std::to_string(start) + " + " + std::to_string(count));
   }
-  const int64_t storageBytes = f.bf16 ? 2 : 4;
-  MHSA_RETURN_IF_ERROR(checkNoOverlap(kFn, "values", values, storageBytes, "keys", keys, storageBytes, false));
-  const struct { const char* name; const BufferArg* buf; } inputs[] = {
-      {"k", &k}, {"v", &v}, {"starts", &starts}, {"counts", &counts}};
-  for (const auto& in : inputs) {
-    MHSA_RETURN_IF_ERROR(checkNoOverlap(kFn, "keys", keys, storageBytes, in.name, *in.buf, 4, false));
-    MHSA_RETURN_IF_ERROR(checkNoOverlap(kFn, "values", values, storageBytes, in.name, *in.buf, 4, false));
-  }
+  // Every written buffer is disjoint from every other buffer.
+  const struct { const char* name; const BufferArg* buf; int64_t bytes; bool written; } all[] = {
+      {"keys", &keys, keys.elementBytes(), true},   {"values", &values, values.elementBytes(), true},
+      {"keyScales", &keyScales, 4, true},           {"valueScales", &valueScales, 4, true},
+      {"k", &k, 4, false}, {"v", &v, 4, false}, {"starts", &starts, 4, false}, {"counts", &counts, 4, false}};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i)
+    for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); ++j)
+      if (all[i].written && j != i && (!all[j].written || j < i))
+        MHSA_RETURN_IF_ERROR(checkNoOverlap(kFn, all[i].name, *all[i].buf, all[i].bytes, all[j].name, *all[j].buf,
+                                            all[j].bytes, false));
   return Status::success();
 }
 

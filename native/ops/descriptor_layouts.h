@@ -28,7 +28,8 @@
   X(number, layout, "layout") X(shape, q, "q.shape") X(shape, k, "k.shape") X(shape, v, "v.shape")   \
   X(shape, out, "out.shape") X(flag, hasScale, "hasScale") X(number, scale, "scale")                 \
   X(flag, causal, "causal") X(shape, mask, "mask.shape") X(number, softcap, "softcap")                \
-  X(number, windowLeft, "window.left") X(number, windowRight, "window.right") X(flag, kvBf16, "kvBf16")
+  X(number, windowLeft, "window.left") X(number, windowRight, "window.right") X(flag, kvBf16, "kvBf16") \
+  X(flag, kvInt8, "kvInt8")
 
 // Optional, all or none: the strides in floats of axes 0-2 of q, k and v, in
 // the layout's shape order (views of the block's fused QKV or of a KV cache,
@@ -60,13 +61,14 @@
   X(number, s0, "x.strides[0]") X(number, s1, "x.strides[1]") X(number, s2, "x.strides[2]")
 
 // n positions of k and v (strides of their batch, position and head axes)
-// into storage [batch, kvHeads, maxLength, headDim or valueDim], bf16 or not.
+// into storage [batch, kvHeads, maxLength, headDim or valueDim]: float32,
+// bf16, or int8 with one scale per row (keyScales, valueScales).
 #define MHSA_CACHE_APPEND_FIELDS(X)                                                                   \
   X(number, batch, "batch") X(number, kvHeads, "kvHeads") X(number, maxLength, "maxLength")            \
   X(number, positions, "n") X(number, headDim, "headDim") X(number, valueDim, "valueDim")              \
   X(number, k0, "k.strides[0]") X(number, k1, "k.strides[1]") X(number, k2, "k.strides[2]")            \
   X(number, v0, "v.strides[0]") X(number, v1, "v.strides[1]") X(number, v2, "v.strides[2]")            \
-  X(flag, bf16, "bf16")
+  X(flag, bf16, "bf16") X(flag, int8, "int8")
 
 // Each op's buffer arguments, in order: its descriptor follows them, then (at
 // an op's own entry point) an optional callback. The binding indexes its
@@ -76,12 +78,12 @@
 #define MHSA_LAYER_NORM_MATMUL_ARGS(X) X(a) X(b) X(c) X(out) X(weight) X(bias)
 #define MHSA_SOFTMAX_ARGS(X) X(x) X(out)
 #define MHSA_ATTENTION_ARGS(X) \
-  X(q) X(k) X(v) X(out) X(mask) X(keyPaddingMask) X(weights) X(sinks) X(keyLengths)
+  X(q) X(k) X(v) X(out) X(mask) X(keyPaddingMask) X(weights) X(sinks) X(keyLengths) X(kScales) X(vScales)
 #define MHSA_LAYER_NORM_ARGS(X) X(x) X(out) X(weight) X(bias)
 #define MHSA_PACKED_SIZE_ARGS(X)
 #define MHSA_PACK_MATRIX_ARGS(X) X(b) X(out) X(scales)
 #define MHSA_ROPE_ARGS(X) X(x) X(out) X(positions)
-#define MHSA_CACHE_APPEND_ARGS(X) X(k) X(v) X(keys) X(values) X(starts) X(counts)
+#define MHSA_CACHE_APPEND_ARGS(X) X(k) X(v) X(keys) X(values) X(starts) X(counts) X(keyScales) X(valueScales)
 
 namespace mhsa {
 

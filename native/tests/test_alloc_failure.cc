@@ -58,7 +58,7 @@ TEST(allocation_failure_in_kernels_is_an_exception_and_recoverable) {
   std::vector<float> reference(B * H * S * D), mmReference(200 * 150);
   DescBuilder ad;
   ad.number(0).shape({B, H, S, D}).shape({B, H, S, D}).shape({B, H, S, D}).shape({B, H, S, D});
-  ad.flag(false).number(0).flag(true).shape({}).number(0).number(-1).number(-1).flag(false);
+  ad.flag(false).number(0).flag(true).shape({}).number(0).number(-1).number(-1).flag(false).flag(false);
   DescBuilder md;
   md.shape({200, 300}).shape({300, 150}).shape({}).shape({200, 150}).flag(false).flag(false).number(1).number(0).flag(false).flag(false).flag(false);
   {

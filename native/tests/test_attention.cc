@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "../kernels/bf16.h"
+#include "../kernels/gemm_int8.h"
 #include "../kernels/kernel_table.h"
 
 #include "check.h"
@@ -29,6 +30,7 @@ struct Case {
   // the keys past an entry's length are NaN, so reading one shows.
   bool ragged = false;
   bool bf16 = false;  // k and v in bf16 (kvBf16); the reference uses the same rounded values
+  bool int8 = false;  // k and v in int8 with row scales (kvInt8); the reference uses the dequantized values
 };
 
 std::string describe(const Case& c) {
@@ -40,7 +42,7 @@ std::string describe(const Case& c) {
          (c.windowLeft >= 0 || c.windowRight >= 0
               ? " window " + std::to_string(c.windowLeft) + "," + std::to_string(c.windowRight)
               : "") +
-         (c.sinks ? " sinks" : "") + (c.ragged ? " keyLengths" : "") + (c.bf16 ? " bf16" : "") + " seed " +
+         (c.sinks ? " sinks" : "") + (c.ragged ? " keyLengths" : "") + (c.bf16 ? " bf16" : "") + (c.int8 ? " int8" : "") + " seed " +
          std::to_string(testSeed());
 }
 
@@ -81,7 +83,29 @@ void runCase(const Case& c, std::mt19937_64& rng) {
     for (float e : k) kHalves.push_back(floatToBf16(e));
     for (float e : v) vHalves.push_back(floatToBf16(e));
   }
+  // int8: each row (contiguous in layouts 0 and 1) quantized, and the reference's
+  // values replaced by what the rows hold: value times scale, as the tiled path widens them.
+  std::vector<int8_t> kBytes, vBytes;
+  std::vector<float> kScales, vScales;
+  auto quantizeRows = [](std::vector<float>& x, int64_t width, std::vector<int8_t>& bytes, std::vector<float>& scales) {
+    bytes.assign(x.size(), 0);
+    scales.assign(width == 0 ? 0 : x.size() / static_cast<size_t>(width), 0.0f);
+    for (size_t r = 0; r < scales.size(); ++r) {
+      scales[r] = quantizeInt8(x.data() + r * width, width, bytes.data() + r * width);
+      for (int64_t e = 0; e < width; ++e) x[r * width + e] = static_cast<float>(bytes[r * width + e]) * scales[r];
+    }
+  };
+  if (c.int8) {
+    quantizeRows(k, c.dim, kBytes, kScales);
+    quantizeRows(v, c.dimV, vBytes, vScales);
+  }
   auto kvArg = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
+    if (c.int8) {
+      const std::vector<int8_t>& bytes = &f == &k ? kBytes : vBytes;
+      BufferArg a{bytes.data(), static_cast<int64_t>(bytes.size()), true};
+      a.int8 = true;
+      return a;
+    }
     if (!c.bf16) return buf(f);
     BufferArg a{h.data(), static_cast<int64_t>(h.size()), true};
     a.bf16 = true;
@@ -99,13 +123,14 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   d.number(c.layout).shape(qs).shape(ks).shape(vs).shape(os).flag(false).number(0).flag(c.causal);
   d.shape(c.mask ? Shape{c.seqQ, c.seqKV} : Shape{});
   d.number(c.softcap).number(static_cast<double>(c.windowLeft)).number(static_cast<double>(c.windowRight));
-  d.flag(c.bf16);
+  d.flag(c.bf16).flag(c.int8);
   const auto sinks = randomFloats(rng, c.heads, -1, 3);
   AttentionCall call;
   const Status st = prepareAttention(d.done(), buf(q), kvArg(k, kHalves), kvArg(v, vHalves), buf(out), c.mask ? buf(mask) : none(),
                                      c.padding ? bytes(pad) : none(), c.weights ? buf(weights) : none(),
                                      c.sinks ? buf(sinks) : none(),
-                                     c.ragged ? BufferArg{lengths.data(), c.batch, true} : none(), &call);
+                                     c.ragged ? BufferArg{lengths.data(), c.batch, true} : none(), &call,
+                                     c.int8 ? buf(kScales) : none(), c.int8 ? buf(vScales) : none());
   CHECK_MSG(st.ok(), describe(c) + ": " + st.message);
   if (!st.ok()) return;
   runCall(call);
@@ -389,7 +414,7 @@ void runFusedQkv(int64_t B, int64_t H, int64_t S, int64_t D, bool causal, bool w
   auto wExpected = poisoned(B * H * S * S), wGot = poisoned(B * H * S * S);
   DescBuilder plain;
   plain.number(1).shape(s4).shape(s4).shape(s4).shape(s4).flag(false).number(0).flag(causal).shape({});
-  plain.number(0).number(-1).number(-1).flag(false);
+  plain.number(0).number(-1).number(-1).flag(false).flag(false);
   DescBuilder strided = plain;
   for (int t = 0; t < 3; ++t)  // [batch, seq, heads] strides of each view
     strided.number(static_cast<double>(S * stride)).number(static_cast<double>(stride)).number(static_cast<double>(D));
@@ -451,10 +476,10 @@ void runCacheView(int64_t B, int64_t Hkv, int64_t groups, int64_t Sq, int64_t le
   auto expected = poisoned(q.size()), got = poisoned(q.size());
   DescBuilder plain;
   plain.number(0).shape(qs).shape(kvs).shape(kvs).shape(qs).flag(false).number(0).flag(true).shape({});
-  plain.number(0).number(-1).number(-1).flag(false);
+  plain.number(0).number(-1).number(-1).flag(false).flag(false);
   DescBuilder strided;
   strided.number(0).shape(qs).shape(kvs).shape(kvs).shape(qs).flag(false).number(0).flag(true).shape({});
-  strided.number(0).number(-1).number(-1).flag(bf16);
+  strided.number(0).number(-1).number(-1).flag(bf16).flag(false);
   strided.number(static_cast<double>(H * Sq * D)).number(static_cast<double>(Sq * D)).number(static_cast<double>(D));
   for (int t = 0; t < 2; ++t)
     strided.number(static_cast<double>(Hkv * maxLength * D)).number(static_cast<double>(maxLength * D))
@@ -499,14 +524,13 @@ TEST(attention_cache_view_strides) {
   }
 }
 
-// bf16 keys and values (kvBf16): against float64 over the same rounded values
-// on both paths, each layout and the options, with the head sizes off every
-// vector width (the tails of the widening loads); and a bf16 cache's views
-// giving the bits that float copies of its values give.
-TEST(attention_bf16_keys_and_values) {
-  std::mt19937_64 rng(testSeed() + 17);
+// The cases narrow keys and values (bf16, int8) run: against float64 over the
+// values they hold, on both paths, with the head sizes off every vector width
+// (the tails of the widening loads), the layouts that have contiguous rows
+// (all three for bf16; int8 rows need their dim contiguous) and the options.
+void runNarrowKVCases(std::mt19937_64& rng, void (*narrow)(Case&), int layouts) {
   auto run = [&](Case c) {
-    c.bf16 = true;
+    narrow(c);
     runCase(c, rng);
   };
   const int64_t dims[][2] = {{1, 1}, {3, 3}, {17, 17}, {63, 65}, {128, 80}, {197, 197}};
@@ -516,24 +540,78 @@ TEST(attention_bf16_keys_and_values) {
     for (int64_t seqKV : {1, 3, 65, 1000})
       for (const auto& d : dims)
         if (groups > 1 || d[1] > 3) run({0, 1, groups, 1, 1, seqKV, d[0], d[1], groups % 2 == 0, groups == 5, false, false});
-  for (int layout = 0; layout < 3; ++layout)
+  for (int layout = 0; layout < layouts; ++layout)
     for (int64_t sq : {1, 4, 17, 197})
       run({layout, 2, 4, 2, sq, 197, 17, 24, true, false, false, true});
   run({1, 2, 4, 2, 17, 197, 32, 48, true, true, true, true});
   run({0, 1, 2, 2, 97, 1601, 64, 64, false, true, true, false});  // several key blocks
-  Case gen{0, 2, 8, 2, 3, 1001, 64, 64, true, false, false, true};
-  gen.softcap = 20;
-  gen.windowLeft = 300;
-  gen.sinks = true;
-  gen.ragged = true;
-  run(gen);
-  gen.seqQ = 65;
-  run(gen);
+  for (int layout = 0; layout < 2; ++layout) {
+    Case gen{layout, 2, 8, 2, 3, 1001, 64, 64, true, false, false, true};
+    gen.softcap = 20;
+    gen.windowLeft = 300;
+    gen.sinks = true;
+    gen.ragged = true;
+    run(gen);
+    gen.seqQ = 65;
+    run(gen);
+  }
+}
+
+// bf16 keys and values (kvBf16), and a bf16 cache's views giving the bits
+// that float copies of its values give.
+TEST(attention_bf16_keys_and_values) {
+  std::mt19937_64 rng(testSeed() + 17);
+  runNarrowKVCases(rng, [](Case& c) { c.bf16 = true; }, 3);
   for (int64_t sq : {1, 3, 65}) {
     runCacheView(1, 2, 4, sq, 17, 64, 32, rng, true);
     runCacheView(2, 2, 2, sq, 1000, 1100, 64, rng, true);
     runCacheView(1, 3, 1, sq, 197, 200, 17, rng, true);
   }
+}
+
+// int8 keys and values with row scales (kvInt8), against the dequantized
+// values: the decode path applies the scales to the scores and the weights,
+// the tiled path widens the rows.
+TEST(attention_int8_keys_and_values) {
+  std::mt19937_64 rng(testSeed() + 19);
+  runNarrowKVCases(rng, [](Case& c) { c.int8 = true; }, 2);
+}
+
+// int8 k and v need kvInt8, both, and their scales, reaching their last row;
+// no transposed layout; nothing else may be int8.
+TEST(attention_int8_arguments_rejected) {
+  std::vector<float> x(24, 1.0f), scales(8, 0.5f);
+  std::vector<int8_t> bytes(24, 3);
+  auto out = poisoned(24);
+  auto attempt = [&](double layout, bool flag, bool kInt8, bool vInt8, bool qInt8, int64_t kScaleCount, int64_t vScaleCount) {
+    const Shape s{1, 2, 4, 3};  // bhsd: 8 rows of 3; bhds: rows are not contiguous
+    DescBuilder d;
+    d.number(layout).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
+    d.number(0).number(-1).number(-1).flag(false).flag(flag);
+    auto arg = [&](bool int8) {
+      if (!int8) return buf(x);
+      BufferArg a{bytes.data(), 24, true};
+      a.int8 = true;
+      return a;
+    };
+    auto scaleArg = [&](int64_t n) { return n < 0 ? none() : BufferArg{scales.data(), n, true}; };
+    AttentionCall call;
+    return prepareAttention(d.done(), arg(qInt8), arg(kInt8), arg(vInt8), buf(out), none(), none(), none(), none(),
+                            none(), &call, scaleArg(kScaleCount), scaleArg(vScaleCount));
+  };
+  CHECK(attempt(0, true, true, true, false, 8, 8).ok());
+  CHECK(attempt(1, true, true, true, false, 8, 8).ok());
+  const std::pair<Status, Status::Kind> refused[] = {
+      {attempt(0, true, true, true, false, 7, 8), Status::Kind::Range},    // k's scales one short
+      {attempt(0, true, true, true, false, 8, -1), Status::Kind::Type},    // no v scales
+      {attempt(0, false, true, true, false, 8, 8), Status::Kind::Type},    // int8 without kvInt8
+      {attempt(0, false, false, false, false, 8, 8), Status::Kind::Type},  // scales without kvInt8
+      {attempt(0, true, true, false, false, 8, 8), Status::Kind::Type},    // float v
+      {attempt(0, true, true, true, true, 8, 8), Status::Kind::Type},      // int8 q
+      {attempt(2, true, true, true, false, 8, 8), Status::Kind::Range},    // bhds: rows not contiguous
+  };
+  for (const auto& r : refused) CHECK_MSG(!r.first.ok() && r.first.kind == r.second, r.first.message);
+  CHECK(std::all_of(out.begin(), out.end(), [](float y) { return std::isnan(y); }));
 }
 
 TEST(attention_bf16_buffer_types_rejected) {
@@ -544,7 +622,7 @@ TEST(attention_bf16_buffer_types_rejected) {
   auto attempt = [&](bool flag, bool kHalf, bool vHalf, bool qHalf) {
     DescBuilder d;
     d.number(0).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(0).number(-1).number(-1).flag(flag);
+    d.number(0).number(-1).number(-1).flag(flag).flag(false);
     auto arg = [&](bool half) { return half ? BufferArg{h.data(), 24, true, true} : buf(x); };
     AttentionCall call;
     return prepareAttention(d.done(), arg(qHalf), arg(kHalf), arg(vHalf), buf(out), none(), none(), none(), none(), &call);
@@ -566,7 +644,7 @@ TEST(attention_strides_rejected) {
     DescBuilder d;
     const Shape s = layout == 1 ? s4 : Shape{1, 2, 4, 3};
     d.number(layout).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(0).number(-1).number(-1).flag(false);
+    d.number(0).number(-1).number(-1).flag(false).flag(false);
     d.number(s0).number(s1).number(s2);
     for (int t = 0; t < 2; ++t) d.number(layout == 1 ? 24 : 24).number(layout == 1 ? 6 : 12).number(3);
     AttentionCall call;
@@ -588,7 +666,7 @@ TEST(attention_strides_rejected) {
   auto huge = [&](const Shape& s, double stride, int64_t length) {
     DescBuilder d;
     d.number(1).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(0).number(-1).number(-1).flag(false);
+    d.number(0).number(-1).number(-1).flag(false).flag(false);
     for (int t = 0; t < 3; ++t) d.number(stride).number(stride).number(stride);
     AttentionCall call;
     const BufferArg x{big.data(), length, true};
@@ -605,7 +683,7 @@ TEST(attention_strides_rejected) {
     std::vector<float> vData = {3.5f}, o = poisoned(1200);
     DescBuilder d;
     d.number(1).shape({1, 1200, 1, 0}).shape({1, 1, 1, 0}).shape({1, 1, 1, 1}).shape({1, 1200, 1, 1});
-    d.flag(false).number(0).flag(false).shape({}).number(0).number(-1).number(-1).flag(false);
+    d.flag(false).number(0).flag(false).shape({}).number(0).number(-1).number(-1).flag(false).flag(false);
     d.number(9007199254740991.0).number(9007199254740991.0).number(9007199254740991.0);
     d.number(0).number(0).number(0).number(1).number(1).number(1);
     AttentionCall call;
@@ -624,7 +702,7 @@ TEST(attention_generation_options_rejected) {
     DescBuilder d;
     const Shape s{1, 2, 4, 3};
     d.number(0).shape(s).shape(s).shape(s).shape(s).flag(false).number(0).flag(false).shape({});
-    d.number(softcap).number(left).number(right).flag(false);
+    d.number(softcap).number(left).number(right).flag(false).flag(false);
     AttentionCall call;
     return prepareAttention(d.done(), buf(x), buf(x), buf(x), buf(out), none(), none(), none(),
                             sinkCount < 0 ? none() : BufferArg{sinks.data(), sinkCount, true}, &call);

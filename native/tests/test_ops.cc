@@ -240,7 +240,7 @@ TEST(attention_rejects_inconsistent_shapes) {
   auto attempt = [&](const Shape& ks, double layout, const Shape& mask, int64_t maskLen) {
     DescBuilder d;
     d.number(layout).shape({1, 2, 3, 4}).shape(ks).shape({1, 2, 3, 4}).shape({1, 2, 3, 4});
-    d.flag(false).number(0).flag(false).shape(mask).number(0).number(-1).number(-1).flag(false);
+    d.flag(false).number(0).flag(false).shape(mask).number(0).number(-1).number(-1).flag(false).flag(false);
     std::vector<float> m(maskLen);
     AttentionCall call;
     return prepareAttention(d.done(), buf(q), buf(k), buf(v), buf(out), mask.empty() ? none() : buf(m), none(),
@@ -349,7 +349,7 @@ TEST(empty_tensors_with_huge_dims_plan_without_overflow) {
     DescBuilder d;
     const Shape huge{0, 1LL << 40, 1LL << 40, 1LL << 40};
     d.number(0).shape(huge).shape(huge).shape(huge).shape(huge).flag(false).number(0).flag(false).shape({});
-    d.number(0).number(-1).number(-1).flag(false);
+    d.number(0).number(-1).number(-1).flag(false).flag(false);
     AttentionCall call;
     const Status st = prepareAttention(d.done(), {nullptr, 0, true}, {nullptr, 0, true}, {nullptr, 0, true},
                                        {nullptr, 0, true}, none(), none(), none(), none(), &call);

@@ -25,7 +25,7 @@ TEST(soak_every_op_repeatedly) {
 
     DescBuilder ad;
     ad.number(0).shape({2, 3, 40, 16}).shape({2, 3, 50, 16}).shape({2, 3, 50, 16}).shape({2, 3, 40, 16});
-    ad.flag(false).number(0).flag(it % 2 == 0).shape({}).number(0).number(-1).number(-1).flag(false);
+    ad.flag(false).number(0).flag(it % 2 == 0).shape({}).number(0).number(-1).number(-1).flag(false).flag(false);
     AttentionCall ac;
     failures += !prepareAttention(ad.done(), buf(q), buf(k), buf(v), buf(att), none(), none(), none(), none(), &ac).ok();
     runCall(ac);

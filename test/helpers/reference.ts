@@ -445,3 +445,14 @@ export function refBlock(x: Float32Array, B: number, T: number, p: RefParams, o:
   }
   return { out, weights };
 }
+
+/**
+ * The natural size of attention's output over `keys` keys, a floor for
+ * relative comparisons: that of a mean of `keys` values of v, so that an
+ * output that cancels to almost nothing is not held to more.
+ */
+export function attentionOutputScale(v: ArrayLike<number>, outputLength: number, keys: number): number {
+  let sum = 0;
+  for (let i = 0; i < v.length; i++) sum += v[i] * v[i];
+  return Math.sqrt(sum / v.length) * Math.sqrt(outputLength / keys);
+}

@@ -159,6 +159,39 @@ inline simde__m512i widen16To32(simde__m256i x) {
   return r;
 }
 
+// vpmovsxbd: 16 signed bytes widened to 32-bit lanes.
+inline simde__m512i widen8To32(simde__m128i x) {
+  int8_t in[16];
+  int32_t out[16];
+  std::memcpy(in, &x, sizeof in);
+  for (int i = 0; i < 16; ++i) out[i] = in[i];
+  simde__m512i r;
+  std::memcpy(&r, out, sizeof r);
+  return r;
+}
+
+// vcvtdq2ps: 16 int32 lanes to floats.
+inline simde__m512 int32ToFloat(simde__m512i x) {
+  int32_t in[16];
+  float out[16];
+  std::memcpy(in, &x, sizeof in);
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<float>(in[i]);
+  simde__m512 r;
+  std::memcpy(&r, out, sizeof r);
+  return r;
+}
+
+// vmovdqu8 xmm{k}{z}: the bytes of mask k, zeros elsewhere.
+inline simde__m128i maskzLoad8(unsigned k, const void* p) {
+  int8_t lanes[16] = {};
+  const int8_t* from = static_cast<const int8_t*>(p);
+  for (int i = 0; i < 16; ++i)
+    if ((k >> i) & 1) lanes[i] = from[i];
+  simde__m128i r;
+  std::memcpy(&r, lanes, sizeof r);
+  return r;
+}
+
 }  // namespace mhsa_emulated_avx512
 
 #undef _mm512_mask_loadu_ps
@@ -203,3 +236,10 @@ inline simde__m512i widen16To32(simde__m256i x) {
 // SIMDe 0.7.4 lacks it (decode_avx512.cc's ragged tail of bf16 keys and values).
 #undef _mm256_maskz_loadu_epi16
 #define _mm256_maskz_loadu_epi16(k, p) mhsa_emulated_avx512::maskzLoad16((k), (p))
+// SIMDe 0.7.4 lacks these (decode_avx512.cc's int8 keys and values).
+#undef _mm512_cvtepi8_epi32
+#define _mm512_cvtepi8_epi32(x) mhsa_emulated_avx512::widen8To32(x)
+#undef _mm512_cvtepi32_ps
+#define _mm512_cvtepi32_ps(x) mhsa_emulated_avx512::int32ToFloat(x)
+#undef _mm_maskz_loadu_epi8
+#define _mm_maskz_loadu_epi8(k, p) mhsa_emulated_avx512::maskzLoad8((k), (p))
