@@ -10,6 +10,7 @@
 #include "../runtime/thread_pool.h"
 #include "bf16.h"
 #include "exp_poly.h"
+#include "gemm_int8.h"
 #include "gemm.h"
 #include "kernel_math.h"
 #include "kernel_table.h"
@@ -643,7 +644,17 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
   if (p.kvBf16) {
     kt.decodeScoresBf16(q, G, D, rowsOf(p.kBf16, p.k), p.k.seqStride, n, p.scale, scores);
   } else if (p.kvInt8) {
-    kt.decodeScoresInt8(q, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, n, p.scale, scores);
+    if (const Int8DecodeScores integer = int8Kernels().decodeScores) {
+      // Queries in int16 against the int8 rows: integer dots (gemm_int8.h).
+      const int64_t width = roundUp(D, kInt8DecodeQueryAlign);
+      auto* q16 = reinterpret_cast<int16_t*>(
+          scratchFloats(ScratchSlot::DecodeQueryInt16, static_cast<size_t>((G * width + 1) / 2 + G)));
+      float* qScale = reinterpret_cast<float*>(q16 + roundUp(G * width, 2));
+      for (int64_t u = 0; u < G; ++u) qScale[u] = quantizeQueryInt16(q + u * D, D, width, q16 + u * width) * p.scale;
+      integer(q16, width, qScale, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, n, scores);
+    } else {
+      kt.decodeScoresInt8(q, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, n, p.scale, scores);
+    }
     scaleByRows(p.kScales);
   } else {
     kt.decodeScores(q, G, D, rowsOf(p.k.data, p.k), p.k.seqStride, n, p.scale, scores);

@@ -63,6 +63,16 @@ float quantizeInt8(const float* v, int64_t n, int8_t* out) {
   return q.scale;
 }
 
+float quantizeQueryInt16(const float* q, int64_t d, int64_t padded, int16_t* out) {
+  // |sum| <= most * 127 * d must stay below 2^31.
+  const float most = static_cast<float>(std::min<int64_t>(32767, 2147483647 / (127 * std::max<int64_t>(d, 1))));
+  const Int8Quantizer unit = quantizerOf(q, d, 1);  // max|q| / 127 and its inverse
+  const float scale = unit.scale * (127.0f / most), inverse = unit.inverse * (most / 127.0f);
+  for (int64_t e = 0; e < d; ++e) out[e] = static_cast<int16_t>(std::min(most, std::max(-most, roundEven(q[e] * inverse))));
+  for (int64_t e = d; e < padded; ++e) out[e] = 0;
+  return scale;
+}
+
 int64_t packedInt8Bytes(int64_t k, int64_t n) {
   const int64_t cols = paddedColumns(n);
   return cols * groupsOf(k) * kInt8DepthGroup + cols * 4 + cols * 4;
@@ -144,7 +154,7 @@ constexpr int kPortableMr = 4;
 void portableTile4(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc) {
   portableTile(groups, ap, rows, bp, acc, kPortableMr);
 }
-const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4, nullptr};
+const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4, nullptr, nullptr};
 
 // Rows [r0, r1) of a (at most mr) quantized into the packed A tile at dst
 // (per group: mr rows x 4 bytes; rows past r1 and depths past k are zero),

@@ -74,13 +74,30 @@ float quantizeInt8(const float* v, int64_t n, int8_t* out);
 //   same bits as the driver's scalar loop), each byte XOR flip, depth d
 //   written at dst[(d / 4) * groupStride + d % 4]; returns the row's scale.
 //   Null: the driver's scalar loop.
+//  decodeScores: an int8 KV cache's decode scores against queries quantized
+//   to int16 (attention.cc), s[u * n + j] = float(sum over e < d of
+//   q[u * qStride + e] * k[j * kStride + e]) * qScale[u], q zero from d to
+//   qStride; the int32 sums are exact (quantizeQueryInt16 bounds q). Null:
+//   the float decode kernels convert the int8 rows instead.
+using Int8DecodeScores = void (*)(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries, int64_t d,
+                                  const int8_t* k, int64_t kStride, int64_t n, float* s);
 struct Int8Kernels {
   const char* name;
   int mr;
   bool unsignedA;
   void (*tile)(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc);
   float (*quantizeRow)(const float* row, int64_t k, int8_t* dst, int64_t groupStride, int8_t flip);
+  Int8DecodeScores decodeScores;
 };
+
+// Queries' int16 rows for Int8Kernels::decodeScores: width d padded to this.
+constexpr int64_t kInt8DecodeQueryAlign = 32;
+
+// Quantizes d floats of a query to int16 symmetrically (max|q| to the largest
+// value whose sums against d int8 values fit int32: 32767 up to d = 516),
+// zeros from d to the padded width, and returns the scale (NaN for a
+// non-finite query, 0 for a zero one).
+float quantizeQueryInt16(const float* q, int64_t d, int64_t padded, int16_t* out);
 
 // "avx512vnni", "avx2" or "portable": the best this CPU runs, lowered by
 // MHSA_ISA as the float table is.
@@ -96,6 +113,8 @@ inline void gemmInt8(const GemmProblem& p) { gemmInt8(p, int8Kernels()); }
 
 // Per-ISA paths (x86 builds only).
 const Int8Kernels& avx512VnniInt8Kernels();
+void decodeScoresInt8Avx512Vnni(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries, int64_t d,
+                                const int8_t* k, int64_t kStride, int64_t n, float* s);
 const Int8Kernels& avx2Int8Kernels();
 // arm64 builds only (gemm_int8_neon.cc): with the dot-product instructions,
 // which cpuHasDotProduct() detects (Linux), and with plain NEON.

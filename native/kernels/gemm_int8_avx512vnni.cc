@@ -93,7 +93,7 @@ MHSA_VNNI float quantizeRow(const float* row, int64_t k, int8_t* dst, int64_t gr
   return q.scale;
 }
 
-const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile, quantizeRow};
+const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile, quantizeRow, decodeScoresInt8Avx512Vnni};
 
 }  // namespace
 

@@ -23,6 +23,7 @@ enum class ScratchSlot {
   Bf16ARow,
   Int8PackA,
   Int8RowScales,
+  DecodeQueryInt16,
   Count
 };
 

@@ -58,12 +58,24 @@ int64_t at(int layout, const Shape& sh, int64_t b, int64_t h, int64_t s, int64_t
   return ((b * sh[1] + h) * sh[2] + s) * sh[3] + d;
 }
 
+// A query row as the integer decode path holds it, written from its
+// definition (gemm_int8.h, quantizeQueryInt16): int16 values, max|q| at the
+// largest level whose sums against d int8 values fit int32, times the scale.
+void asInt16Query(float* q, int64_t d) {
+  float most = 0.0f;
+  for (int64_t e = 0; e < d; ++e) most = std::max(most, std::fabs(q[e]));
+  if (most == 0.0f) return;
+  const float levels = static_cast<float>(std::min<int64_t>(32767, 2147483647 / (127 * d)));
+  const float scale = most / 127.0f * (127.0f / levels), inverse = 127.0f / most * (levels / 127.0f);
+  for (int64_t e = 0; e < d; ++e) q[e] = std::clamp(std::nearbyint(q[e] * inverse), -levels, levels) * scale;
+}
+
 void runCase(const Case& c, std::mt19937_64& rng) {
   const Shape qs = layoutShape(c.layout, c.batch, c.heads, c.seqQ, c.dim);
   const Shape ks = layoutShape(c.layout, c.batch, c.kvHeads, c.seqKV, c.dim);
   const Shape vs = layoutShape(c.layout, c.batch, c.kvHeads, c.seqKV, c.dimV);
   const Shape os = layoutShape(c.layout, c.batch, c.heads, c.seqQ, c.dimV);
-  const auto q = randomFloats(rng, elementCount(qs), -2, 2);
+  auto q = randomFloats(rng, elementCount(qs), -2, 2);
   auto k = randomFloats(rng, elementCount(ks), -2, 2);
   auto v = randomFloats(rng, elementCount(vs));
   std::vector<int32_t> lengths(c.batch, static_cast<int32_t>(c.seqKV));
@@ -98,6 +110,12 @@ void runCase(const Case& c, std::mt19937_64& rng) {
   if (c.int8) {
     quantizeRows(k, c.dim, kBytes, kScales);
     quantizeRows(v, c.dimV, vBytes, vScales);
+    // Where the decode path takes integer dots (Int8Kernels::decodeScores), it holds each query
+    // row in int16: the reference takes those values too.
+    if (int8Kernels().decodeScores && c.seqQ <= kAttentionDecodeMaxQueries)
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t h = 0; h < c.heads; ++h)
+          for (int64_t i = 0; i < c.seqQ; ++i) asInt16Query(&q[at(c.layout, qs, b, h, i, 0)], c.dim);
   }
   auto kvArg = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
     if (c.int8) {
