@@ -671,7 +671,12 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
     kt.decodeAccumulateBf16(scores, G, n, rowsOf(p.vBf16, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
   } else if (p.kvInt8) {
     scaleByRows(p.vScales);
-    kt.decodeAccumulateInt8(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
+    // The integer path takes finite weights (a non-finite value in V makes its row's scale NaN).
+    const Int8DecodeAccumulate integer = int8Kernels().decodeAccumulate;
+    if (integer && std::all_of(scores, scores + G * n, [](float w) { return std::isfinite(w); }))
+      integer(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
+    else
+      kt.decodeAccumulateInt8(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
   } else
     kt.decodeAccumulate(scores, G, n, rowsOf(p.v.data, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
 }

@@ -1,12 +1,15 @@
-// The decode path's scores over an int8 KV cache on AVX512_VNNI
-// (Int8Kernels::decodeScores): queries quantized to int16, key rows
-// sign-extended to int16 as they are loaded, and VPDPWSSD adding the products
-// of each pair of dims into int32 lanes. One load of a key chunk feeds every
-// query of the tile. Converting each int8 value to float and multiplying it
-// by every query (the float kernels' way) was compute-bound: it took as long
-// as the bf16 cache's step, which reads twice the bytes (docs/design/int8.md,
-// the KV cache). Compiled with the AVX-512 flags and VNNI by a target
-// attribute, as gemm_int8_avx512vnni.cc; not in the emulated build.
+// The decode path over an int8 KV cache on AVX512_VNNI, in integers
+// (Int8Kernels::decodeScores and decodeAccumulate). Scores: queries quantized
+// to int16, key rows sign-extended to int16 as they are loaded, and VPDPWSSD
+// adding the products of each pair of dims into int32 lanes; one load of a key
+// chunk feeds every query of the tile. V: each query's weights quantized to
+// int16 per block of 32 keys, two value rows interleaved into (key, key + 1)
+// pairs per dim, VPDPWSSD per query. Converting each int8 value to float and
+// multiplying it by every query (the float kernels' way) was compute-bound: it
+// took as long as the bf16 cache's step, which reads twice the bytes
+// (docs/design/int8.md, the KV cache). Compiled with the AVX-512 flags and
+// VNNI by a target attribute, as gemm_int8_avx512vnni.cc; not in the emulated
+// build.
 #if !defined(MHSA_EMULATED_AVX512)
 #include <cstdint>
 
@@ -83,7 +86,101 @@ MHSA_VNNI inline __m512i tileDotsKeys(int keys, const int16_t* q, int64_t qStrid
   }
 }
 
+// Keys per block of the V pass: each query's weights are quantized against
+// the block's largest, and the block's int32 sums (at most 2 * 32767 * 127 *
+// 16 per lane) are scaled into the float accumulators at its end.
+constexpr int64_t kValueBlockKeys = 32;
+constexpr int64_t kValueChunk = 64;  // dims per pass over a block: 4 vectors of int32 per query
+
+// A query's weights over keys [0, keys) (at most 32) quantized to int16
+// against their largest (rounded to nearest even), as int32 pairs: key 2i in
+// the low word, 2i + 1 in the high, which is how VPDPWSSD pairs them, and
+// the int16 array's own layout. Returns the scale (0: all zero). The weights
+// are finite and >= 0 (the driver checks).
+MHSA_VNNI inline float packWeightPairs(const float* w, int64_t keys, int32_t* pairs) {
+  const __m512 w0 = _mm512_maskz_loadu_ps(lowLanes(keys), w), w1 = _mm512_maskz_loadu_ps(lowLanes(keys - 16), w + 16);
+  const float most = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
+  const __m512 inverse = _mm512_set1_ps(most == 0.0f ? 0.0f : 32767.0f / most);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(w0, inverse))));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + 8),
+                      _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(w1, inverse))));
+  return most / 32767.0f;
+}
+
+// acc rows u < Queries += scale[u] * the int32 dots of weight pairs with the
+// block's V rows, over dims [e0, e0 + 64) (masked past dv). Two rows' bytes
+// interleaved (unpack) and sign-extended give 16 int32 lanes of (v[j][e],
+// v[j + 1][e]) pairs, for dims in the order 0-7 16-23 | 32-39 48-55 (low
+// bytes) and 8-15 24-31 | 40-47 56-63 (high); the 128-bit shuffles at the
+// end put them back in order.
+template <int Queries>
+MHSA_VNNI inline void accumulateChunk(const int32_t (*pairs)[kValueBlockKeys / 2], const float* scale, int64_t keys,
+                                      const int8_t* rows, int64_t vStride, int64_t e0, int64_t dv, float* acc,
+                                      int64_t accStride) {
+  const int64_t width = dv - e0 < kValueChunk ? dv - e0 : kValueChunk;
+  const __mmask64 m = width >= 64 ? ~__mmask64(0) : (__mmask64(1) << width) - 1;
+  __m512i sum[Queries][4];
+#pragma GCC unroll 4
+  for (int u = 0; u < Queries; ++u)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) sum[u][c] = _mm512_setzero_si512();
+  for (int64_t j = 0; j < keys; j += 2) {
+    const __m512i r0 = _mm512_maskz_loadu_epi8(m, rows + j * vStride + e0);
+    const __m512i r1 = j + 1 < keys ? _mm512_maskz_loadu_epi8(m, rows + (j + 1) * vStride + e0) : _mm512_setzero_si512();
+    const __m512i lo = _mm512_unpacklo_epi8(r0, r1), hi = _mm512_unpackhi_epi8(r0, r1);
+    const __m512i v[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(lo)), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(lo, 1)),
+                          _mm512_cvtepi8_epi16(_mm512_castsi512_si256(hi)), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(hi, 1))};
+#pragma GCC unroll 4
+    for (int u = 0; u < Queries; ++u) {
+      const __m512i w = _mm512_set1_epi32(pairs[u][j / 2]);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) sum[u][c] = _mm512_dpwssd_epi32(sum[u][c], v[c], w);
+    }
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < Queries; ++u) {
+    const __m512 s = _mm512_set1_ps(scale[u]);
+    __m512 f[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) f[c] = _mm512_cvtepi32_ps(sum[u][c]);
+    // Dims 0-15, 16-31, 32-47, 48-63.
+    const __m512 d[4] = {_mm512_shuffle_f32x4(f[0], f[2], 0x44), _mm512_shuffle_f32x4(f[0], f[2], 0xEE),
+                         _mm512_shuffle_f32x4(f[1], f[3], 0x44), _mm512_shuffle_f32x4(f[1], f[3], 0xEE)};
+    float* a = acc + u * accStride + e0;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __mmask16 lanes = lowLanes(width - 16 * c);
+      if (lanes) _mm512_mask_storeu_ps(a + 16 * c, lanes, _mm512_fmadd_ps(d[c], s, _mm512_maskz_loadu_ps(lanes, a + 16 * c)));
+    }
+  }
+}
+
 }  // namespace
+
+MHSA_VNNI void decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v,
+                                              int64_t vStride, int64_t dv, float* acc, int64_t accStride) {
+  for (int64_t j0 = 0; j0 < n; j0 += kValueBlockKeys) {
+    const int64_t keys = n - j0 < kValueBlockKeys ? n - j0 : kValueBlockKeys;
+    const int8_t* rows = v + j0 * vStride;
+    for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j)
+      for (int64_t e = 0; e < dv; e += 64) _mm_prefetch(reinterpret_cast<const char*>(v + j * vStride + e), _MM_HINT_T1);
+    for (int64_t u0 = 0; u0 < queries; u0 += kTileQueries) {
+      const int tq = queries - u0 < kTileQueries ? static_cast<int>(queries - u0) : kTileQueries;
+      int32_t pairs[kTileQueries][kValueBlockKeys / 2];
+      float scale[kTileQueries];
+      for (int u = 0; u < tq; ++u) scale[u] = packWeightPairs(p + (u0 + u) * n + j0, keys, pairs[u]);
+      float* a = acc + u0 * accStride;
+      for (int64_t e0 = 0; e0 < dv; e0 += kValueChunk) {
+        switch (tq) {
+          case 1: accumulateChunk<1>(pairs, scale, keys, rows, vStride, e0, dv, a, accStride); break;
+          case 2: accumulateChunk<2>(pairs, scale, keys, rows, vStride, e0, dv, a, accStride); break;
+          case 3: accumulateChunk<3>(pairs, scale, keys, rows, vStride, e0, dv, a, accStride); break;
+          default: accumulateChunk<4>(pairs, scale, keys, rows, vStride, e0, dv, a, accStride); break;
+        }
+      }
+    }
+  }
+}
 
 MHSA_VNNI void decodeScoresInt8Avx512Vnni(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries,
                                           int64_t d, const int8_t* k, int64_t kStride, int64_t n, float* s) {

@@ -154,7 +154,7 @@ constexpr int kPortableMr = 4;
 void portableTile4(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc) {
   portableTile(groups, ap, rows, bp, acc, kPortableMr);
 }
-const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4, nullptr, nullptr};
+const Int8Kernels kPortableInt8 = {"portable", kPortableMr, false, portableTile4, nullptr, nullptr, nullptr};
 
 // Rows [r0, r1) of a (at most mr) quantized into the packed A tile at dst
 // (per group: mr rows x 4 bytes; rows past r1 and depths past k are zero),

@@ -81,6 +81,12 @@ float quantizeInt8(const float* v, int64_t n, int8_t* out);
 //   the float decode kernels convert the int8 rows instead.
 using Int8DecodeScores = void (*)(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries, int64_t d,
                                   const int8_t* k, int64_t kStride, int64_t n, float* s);
+//  decodeAccumulate: acc[u * accStride + e] += sum over j < n of
+//   p[u * n + j] * v[j * vStride + e], e < dv, the weights finite and >= 0
+//   (the driver checks), each query's weights quantized to int16 per block
+//   of 32 keys against the block's largest. Null: the float kernels.
+using Int8DecodeAccumulate = void (*)(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
+                                      int64_t dv, float* acc, int64_t accStride);
 struct Int8Kernels {
   const char* name;
   int mr;
@@ -88,6 +94,7 @@ struct Int8Kernels {
   void (*tile)(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t* acc);
   float (*quantizeRow)(const float* row, int64_t k, int8_t* dst, int64_t groupStride, int8_t flip);
   Int8DecodeScores decodeScores;
+  Int8DecodeAccumulate decodeAccumulate;
 };
 
 // Queries' int16 rows for Int8Kernels::decodeScores: width d padded to this.
@@ -115,6 +122,8 @@ inline void gemmInt8(const GemmProblem& p) { gemmInt8(p, int8Kernels()); }
 const Int8Kernels& avx512VnniInt8Kernels();
 void decodeScoresInt8Avx512Vnni(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries, int64_t d,
                                 const int8_t* k, int64_t kStride, int64_t n, float* s);
+void decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
+                                    int64_t dv, float* acc, int64_t accStride);
 const Int8Kernels& avx2Int8Kernels();
 // arm64 builds only (gemm_int8_neon.cc): with the dot-product instructions,
 // which cpuHasDotProduct() detects (Linux), and with plain NEON.

@@ -53,7 +53,7 @@ void tile(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int32_t*
     tileRows<1>(groups, ap, bp, acc);
 }
 
-const Int8Kernels kKernels = {"avx2", kMr, false, tile, nullptr, nullptr};
+const Int8Kernels kKernels = {"avx2", kMr, false, tile, nullptr, nullptr, nullptr};
 
 }  // namespace
 

@@ -93,7 +93,8 @@ MHSA_VNNI float quantizeRow(const float* row, int64_t k, int8_t* dst, int64_t gr
   return q.scale;
 }
 
-const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile, quantizeRow, decodeScoresInt8Avx512Vnni};
+const Int8Kernels kKernels = {"avx512vnni", kMr, true, tile, quantizeRow, decodeScoresInt8Avx512Vnni,
+                                decodeAccumulateInt8Avx512Vnni};
 
 }  // namespace
 

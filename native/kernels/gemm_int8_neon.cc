@@ -98,8 +98,8 @@ void widenTile(int64_t groups, const int8_t* ap, int rows, const int8_t* bp, int
     widenTileRows<1>(groups, ap, bp, acc);
 }
 
-const Int8Kernels kDot = {"neon-dotprod", kMr, false, dotTile, nullptr, nullptr};
-const Int8Kernels kWiden = {"neon", kMr, false, widenTile, nullptr, nullptr};
+const Int8Kernels kDot = {"neon-dotprod", kMr, false, dotTile, nullptr, nullptr, nullptr};
+const Int8Kernels kWiden = {"neon", kMr, false, widenTile, nullptr, nullptr, nullptr};
 
 }  // namespace
 

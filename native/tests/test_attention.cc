@@ -195,7 +195,18 @@ void runCase(const Case& c, std::mt19937_64& rng) {
         }
       }
   const double err = relativeError(out, ref);
-  CHECK_MSG(err < 1e-5, describe(c) + ": output relative error " + std::to_string(err));
+  // Where the decode path accumulates V in integers (Int8Kernels::decodeAccumulate), each weight is
+  // held in int16 against its block's largest: up to 2^-16 of that largest per weight, so
+  // about 1e-5 of the output and more where it cancels; the weights themselves stay float.
+  // Such an error is held to the output's natural size (a mean of v, v uniform in [-1, 1]) where the
+  // output cancels below it: a head of dim 1 is a few numbers that can sum to almost nothing.
+  const bool integerV = c.int8 && int8Kernels().decodeAccumulate && c.seqQ <= kAttentionDecodeMaxQueries;
+  double refNorm = 0;
+  for (double x : ref) refNorm += x * x;
+  refNorm = std::sqrt(refNorm);
+  const double natural = std::sqrt(static_cast<double>(ref.size()) / 3.0);
+  const double scaledErr = integerV && refNorm < natural ? err * refNorm / natural : err;
+  CHECK_MSG(scaledErr < (integerV ? 1e-4 : 1e-5), describe(c) + ": output relative error " + std::to_string(err));
   if (c.weights) {
     const double werr = relativeError(weights, refW);
     CHECK_MSG(werr < 1e-5, describe(c) + ": weights relative error " + std::to_string(werr));
