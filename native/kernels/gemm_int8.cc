@@ -116,6 +116,7 @@ void packColumns(int64_t k, int64_t n, int8_t* packed, Column column) {
 
 void packWholeBInt8(const StridedMatrix& b, int64_t k, int64_t n, int8_t* packed) {
   packColumns(k, n, packed, [&](int64_t j, auto& put) {
+    if (k == 0) return 0.0f;  // no column to address (b.data may be null)
     const float* column = b.data + j * b.colStride;
     const Int8Quantizer q = quantizerOf(column, k, b.rowStride);
     for (int64_t d = 0; d < k; ++d) put(d, quantize(column[d * b.rowStride], q.inverse));
