@@ -350,7 +350,11 @@ int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t 
 
 // Whether gemmParallel's shared-A path reads A's rows where they lie instead
 // of packing them (directMacroKernel): a prepacked B, a row-major A whose rows
-// are about as far apart as they are long, and the whole depth in one update.
+// are about as far apart as they are long, and the whole depth in one update,
+// or one or two rows (fewRowsMax) at any depth. A decode step's projections
+// (depth 4096) then stream B through fewRowsPacked, 4 slivers at once, instead
+// of one sliver per 12-row tile of which one row is real: 1 x 4096 x 6144 took
+// 0.73x the time on one thread, 0.80x on two (Zen 4; docs/design/gemm-blocking.md).
 // The direct micro-kernel then sums in the packed one's order and rounds its
 // epilogue alike (no contraction: -ffp-contract=off), so the bits are the
 // same. Packing copies all of A once more and needs a region of its own before
@@ -360,7 +364,7 @@ int64_t updateBlockColumns(const KernelTable& kt, const GemmProblem& p, int64_t 
 // (KernelTable::gemmAInPlace).
 bool readsAInPlace(const KernelTable& kt, const GemmProblem& p) {
   return kt.gemmAInPlace && p.packedB && !p.aLayerNorm && p.a.colStride == 1 && p.outColStride == 1 &&
-         p.k <= kGemmKCSingleMax && p.a.rowStride <= 2 * p.k;
+         (p.k <= kGemmKCSingleMax || p.m <= kt.fewRowsMax) && p.a.rowStride <= 2 * p.k;
 }
 
 // gemmMacroKernel for rows [ic, ic + mc) of an A read in place (readsAInPlace)

@@ -169,6 +169,9 @@ TEST(matmul_prepacked_b_against_a_read_in_place) {
   runCase({61, 37, 1000, false, false, 0.5f, 1, true, true, 0, 0}, rng);
   runCase({1601, 45, 96, false, false, 1, 0.25f, true, true, 0, 0}, rng);
   runCase({1601, 45, 96, true, false, 2, 0, false, true, 0, 0}, rng);
+  // One or two rows are read in place at any depth, across depth blocks (k > 1024 steps by 384).
+  runCase({1, 1000, 4097, false, false, 1, 0, false, true, 0, 0}, rng);
+  runCase({2, 65, 1500, false, false, 0.5f, 1, true, true, 0, 0}, rng);
 }
 
 TEST(matmul_larger_than_one_a_block) {
