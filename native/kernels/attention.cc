@@ -633,10 +633,12 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
   auto rowsOf = [&](const auto* data, const Strided4& x) {
     return data + grp.b * x.batchStride + grp.g * x.headStride + j0 * x.seqStride;
   };
+  auto scalesOf = [&](const RowScales& s) { return s.data + grp.b * s.batchStride + grp.g * s.headStride + j0 * s.seqStride; };
   // An int8 row's scale multiplies its scores, and its weights before V. A
   // zero weight stays zero: a key left out is not read, whatever its scale.
+  // The integer kernels apply the scales themselves, in this order.
   auto scaleByRows = [&](const RowScales& s) {
-    const float* rowScale = s.data + grp.b * s.batchStride + grp.g * s.headStride + j0 * s.seqStride;
+    const float* rowScale = scalesOf(s);
     for (int64_t u = 0; u < G; ++u)
       for (int64_t j = 0; j < n; ++j)
         if (scores[u * n + j] != 0.0f) scores[u * n + j] *= rowScale[j * s.seqStride];
@@ -651,11 +653,12 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
           scratchFloats(ScratchSlot::DecodeQueryInt16, static_cast<size_t>((G * width + 1) / 2 + G)));
       float* qScale = reinterpret_cast<float*>(q16 + roundUp(G * width, 2));
       for (int64_t u = 0; u < G; ++u) qScale[u] = quantizeQueryInt16(q + u * D, D, width, q16 + u * width) * p.scale;
-      integer(q16, width, qScale, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, n, scores);
+      integer(q16, width, qScale, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, scalesOf(p.kScales), p.kScales.seqStride, n,
+              scores);
     } else {
       kt.decodeScoresInt8(q, G, D, rowsOf(p.kInt8, p.k), p.k.seqStride, n, p.scale, scores);
+      scaleByRows(p.kScales);
     }
-    scaleByRows(p.kScales);
   } else {
     kt.decodeScores(q, G, D, rowsOf(p.k.data, p.k), p.k.seqStride, n, p.scale, scores);
   }
@@ -670,13 +673,14 @@ void decodePartial(const AttentionProblem& p, const KernelTable& kt, const Decod
   if (p.kvBf16) {
     kt.decodeAccumulateBf16(scores, G, n, rowsOf(p.vBf16, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
   } else if (p.kvInt8) {
-    scaleByRows(p.vScales);
-    // The integer path takes finite weights (a non-finite value in V makes its row's scale NaN).
+    // The integer path declines weights that its scales make non-finite (a non-finite value in V
+    // makes its row's scale NaN); the float kernels take those.
     const Int8DecodeAccumulate integer = int8Kernels().decodeAccumulate;
-    if (integer && std::all_of(scores, scores + G * n, [](float w) { return std::isfinite(w); }))
-      integer(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
-    else
+    if (!integer || !integer(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, scalesOf(p.vScales), p.vScales.seqStride,
+                             p.headDimV, states + 2, stride)) {
+      scaleByRows(p.vScales);
       kt.decodeAccumulateInt8(scores, G, n, rowsOf(p.vInt8, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
+    }
   } else
     kt.decodeAccumulate(scores, G, n, rowsOf(p.v.data, p.v), p.v.seqStride, p.headDimV, states + 2, stride);
 }

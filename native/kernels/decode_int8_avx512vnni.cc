@@ -25,6 +25,21 @@ constexpr int kTileKeys = 4, kTileQueries = 4;
 // Rows ahead requested into L2 as each tile's rows are read (the float decode tiles' distance).
 constexpr int64_t kPrefetchRows = 64;
 
+// The row scales of keys [0, keys) (keys <= 16, scaleStride apart) in the low lanes, zero above.
+MHSA_VNNI inline __m512 rowScales(const float* scale, int64_t scaleStride, int64_t keys) {
+  if (keys <= 0) return _mm512_setzero_ps();
+  if (scaleStride == 1) return _mm512_maskz_loadu_ps(lowLanes(keys), scale);
+  alignas(64) float lanes[16] = {};
+  for (int64_t i = 0; i < keys && i < 16; ++i) lanes[i] = scale[i * scaleStride];
+  return _mm512_load_ps(lanes);
+}
+
+// x * scale, but x where x is 0: a key whose weight or score is 0 stays 0 even
+// when its row's scale is not finite (the float path's order: the same bits).
+MHSA_VNNI inline __m512 scaledUnlessZero(__m512 x, __m512 scale) {
+  return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), x, scale);
+}
+
 // Lane sums of 16 int32 vectors, transposed: the sum of a[i]'s lanes lands in
 // lane (i % 4) * 4 + i / 4 (decode_avx512.cc's laneSums16, in integers: exact).
 MHSA_VNNI inline __m512i laneSums16(const __m512i* a) {
@@ -92,13 +107,15 @@ MHSA_VNNI inline __m512i tileDotsKeys(int keys, const int16_t* q, int64_t qStrid
 constexpr int64_t kValueBlockKeys = 32;
 constexpr int64_t kValueChunk = 64;  // dims per pass over a block: 4 vectors of int32 per query
 
-// A query's weights over keys [0, keys) (at most 32) quantized to int16
-// against their largest (rounded to nearest even), as int32 pairs: key 2i in
-// the low word, 2i + 1 in the high, which is how VPDPWSSD pairs them, and
-// the int16 array's own layout. Returns the scale (0: all zero). The weights
-// are finite and >= 0 (the driver checks).
-MHSA_VNNI inline float packWeightPairs(const float* w, int64_t keys, int32_t* pairs) {
-  const __m512 w0 = _mm512_maskz_loadu_ps(lowLanes(keys), w), w1 = _mm512_maskz_loadu_ps(lowLanes(keys - 16), w + 16);
+// A query's weights over keys [0, keys) (at most 32), each times its row's
+// scale (scale0: keys 0-15, scale1: 16-31), quantized to int16 against their
+// largest (rounded to nearest even), as int32 pairs: key 2i in the low word,
+// 2i + 1 in the high, which is how VPDPWSSD pairs them, and the int16 array's
+// own layout. Returns the scale (0: all zero). The scaled weights are finite
+// and >= 0 (decodeAccumulateInt8Avx512Vnni checks first).
+MHSA_VNNI inline float packWeightPairs(const float* w, int64_t keys, __m512 scale0, __m512 scale1, int32_t* pairs) {
+  const __m512 w0 = scaledUnlessZero(_mm512_maskz_loadu_ps(lowLanes(keys), w), scale0);
+  const __m512 w1 = scaledUnlessZero(_mm512_maskz_loadu_ps(lowLanes(keys - 16), w + 16), scale1);
   const float most = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
   const __m512 inverse = _mm512_set1_ps(most == 0.0f ? 0.0f : 32767.0f / most);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(w0, inverse))));
@@ -157,18 +174,38 @@ MHSA_VNNI inline void accumulateChunk(const int32_t (*pairs)[kValueBlockKeys / 2
 
 }  // namespace
 
-MHSA_VNNI void decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v,
-                                              int64_t vStride, int64_t dv, float* acc, int64_t accStride) {
+// Whether every weight times its row's scale (unless 0) is finite.
+MHSA_VNNI bool scaledWeightsFinite(const float* p, int64_t queries, int64_t n, const float* vScale,
+                                   int64_t scaleStride) {
+  __mmask16 finite = 0xFFFF;
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const __mmask16 lanes = lowLanes(n - j0);
+    const __m512 scale = rowScales(vScale + j0 * scaleStride, scaleStride, n - j0);
+    for (int64_t u = 0; u < queries; ++u) {
+      const __m512 w = scaledUnlessZero(_mm512_maskz_loadu_ps(lanes, p + u * n + j0), scale);
+      // x - x is 0 exactly when x is finite.
+      finite &= _mm512_cmp_ps_mask(_mm512_sub_ps(w, w), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    }
+  }
+  return finite == 0xFFFF;
+}
+
+MHSA_VNNI bool decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v,
+                                              int64_t vStride, const float* vScale, int64_t scaleStride, int64_t dv,
+                                              float* acc, int64_t accStride) {
+  if (!scaledWeightsFinite(p, queries, n, vScale, scaleStride)) return false;
   for (int64_t j0 = 0; j0 < n; j0 += kValueBlockKeys) {
     const int64_t keys = n - j0 < kValueBlockKeys ? n - j0 : kValueBlockKeys;
     const int8_t* rows = v + j0 * vStride;
+    const __m512 scale0 = rowScales(vScale + j0 * scaleStride, scaleStride, keys);
+    const __m512 scale1 = rowScales(vScale + (j0 + 16) * scaleStride, scaleStride, keys - 16);
     for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j)
       for (int64_t e = 0; e < dv; e += 64) _mm_prefetch(reinterpret_cast<const char*>(v + j * vStride + e), _MM_HINT_T1);
     for (int64_t u0 = 0; u0 < queries; u0 += kTileQueries) {
       const int tq = queries - u0 < kTileQueries ? static_cast<int>(queries - u0) : kTileQueries;
       int32_t pairs[kTileQueries][kValueBlockKeys / 2];
       float scale[kTileQueries];
-      for (int u = 0; u < tq; ++u) scale[u] = packWeightPairs(p + (u0 + u) * n + j0, keys, pairs[u]);
+      for (int u = 0; u < tq; ++u) scale[u] = packWeightPairs(p + (u0 + u) * n + j0, keys, scale0, scale1, pairs[u]);
       float* a = acc + u0 * accStride;
       for (int64_t e0 = 0; e0 < dv; e0 += kValueChunk) {
         switch (tq) {
@@ -180,13 +217,16 @@ MHSA_VNNI void decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, i
       }
     }
   }
+  return true;
 }
 
 MHSA_VNNI void decodeScoresInt8Avx512Vnni(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries,
-                                          int64_t d, const int8_t* k, int64_t kStride, int64_t n, float* s) {
+                                          int64_t d, const int8_t* k, int64_t kStride, const float* kScale,
+                                          int64_t scaleStride, int64_t n, float* s) {
   for (int64_t j0 = 0; j0 < n; j0 += kTileKeys) {
     const int keys = n - j0 < kTileKeys ? static_cast<int>(n - j0) : kTileKeys;
     const int8_t* rows = k + j0 * kStride;
+    const __m512 scale = rowScales(kScale + j0 * scaleStride, scaleStride, keys);
     const int8_t* ahead = j0 + kPrefetchRows + kTileKeys <= n ? rows + kPrefetchRows * kStride : nullptr;
     for (int64_t u0 = 0; u0 < queries; u0 += kTileQueries) {
       const int tq = queries - u0 < kTileQueries ? static_cast<int>(queries - u0) : kTileQueries;
@@ -199,13 +239,15 @@ MHSA_VNNI void decodeScoresInt8Avx512Vnni(const int16_t* q, int64_t qStride, con
         case 3: dots = tileDotsKeys<3>(keys, qt, qStride, d, rows, kStride, fetch); break;
         default: dots = tileDotsKeys<4>(keys, qt, qStride, d, rows, kStride, fetch); break;
       }
-      // Query u's dots sit in lanes 4u .. 4u + keys - 1: each quarter, scaled by its query's scale, is stored.
+      // Query u's dots sit in lanes 4u .. 4u + keys - 1: each quarter, scaled by its query's scale and
+      // then by the rows' scales, is stored.
       const __m512 sums = _mm512_cvtepi32_ps(dots);
       const __mmask16 lanes = lowLanes(keys);
       const __m512 quarters[kTileQueries] = {sums, _mm512_shuffle_f32x4(sums, sums, 0x55),
                                              _mm512_shuffle_f32x4(sums, sums, 0xAA), _mm512_shuffle_f32x4(sums, sums, 0xFF)};
       for (int u = 0; u < tq; ++u)
-        _mm512_mask_storeu_ps(s + (u0 + u) * n + j0, lanes, _mm512_mul_ps(quarters[u], _mm512_set1_ps(qScale[u0 + u])));
+        _mm512_mask_storeu_ps(s + (u0 + u) * n + j0, lanes,
+                              scaledUnlessZero(_mm512_mul_ps(quarters[u], _mm512_set1_ps(qScale[u0 + u])), scale));
     }
   }
 }

@@ -75,18 +75,25 @@ float quantizeInt8(const float* v, int64_t n, int8_t* out);
 //   written at dst[(d / 4) * groupStride + d % 4]; returns the row's scale.
 //   Null: the driver's scalar loop.
 //  decodeScores: an int8 KV cache's decode scores against queries quantized
-//   to int16 (attention.cc), s[u * n + j] = float(sum over e < d of
-//   q[u * qStride + e] * k[j * kStride + e]) * qScale[u], q zero from d to
-//   qStride; the int32 sums are exact (quantizeQueryInt16 bounds q). Null:
-//   the float decode kernels convert the int8 rows instead.
+//   to int16 (attention.cc), t = float(sum over e < d of q[u * qStride + e] *
+//   k[j * kStride + e]) * qScale[u], then s[u * n + j] = t * kScale[j *
+//   scaleStride] (t where t is 0: a zero score stays zero whatever the row's
+//   scale), q zero from d to qStride; the int32 sums are exact
+//   (quantizeQueryInt16 bounds q). Null: the float decode kernels convert the
+//   int8 rows instead.
 using Int8DecodeScores = void (*)(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries, int64_t d,
-                                  const int8_t* k, int64_t kStride, int64_t n, float* s);
+                                  const int8_t* k, int64_t kStride, const float* kScale, int64_t scaleStride,
+                                  int64_t n, float* s);
 //  decodeAccumulate: acc[u * accStride + e] += sum over j < n of
-//   p[u * n + j] * v[j * vStride + e], e < dv, the weights finite and >= 0
-//   (the driver checks), each query's weights quantized to int16 per block
-//   of 32 keys against the block's largest. Null: the float kernels.
-using Int8DecodeAccumulate = void (*)(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
-                                      int64_t dv, float* acc, int64_t accStride);
+//   w * v[j * vStride + e], e < dv, where w = p[u * n + j] * vScale[j *
+//   scaleStride] (p where p is 0), each query's w quantized to int16 per
+//   block of 32 keys against the block's largest. The weights p are >= 0.
+//   Returns false, with acc untouched, when some w is not finite (a non-finite
+//   value in V makes its row's scale NaN): the driver then runs the float
+//   kernels. Null: the float kernels.
+using Int8DecodeAccumulate = bool (*)(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
+                                      const float* vScale, int64_t scaleStride, int64_t dv, float* acc,
+                                      int64_t accStride);
 struct Int8Kernels {
   const char* name;
   int mr;
@@ -121,9 +128,11 @@ inline void gemmInt8(const GemmProblem& p) { gemmInt8(p, int8Kernels()); }
 // Per-ISA paths (x86 builds only).
 const Int8Kernels& avx512VnniInt8Kernels();
 void decodeScoresInt8Avx512Vnni(const int16_t* q, int64_t qStride, const float* qScale, int64_t queries, int64_t d,
-                                const int8_t* k, int64_t kStride, int64_t n, float* s);
-void decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
-                                    int64_t dv, float* acc, int64_t accStride);
+                                const int8_t* k, int64_t kStride, const float* kScale, int64_t scaleStride, int64_t n,
+                                float* s);
+bool decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v, int64_t vStride,
+                                    const float* vScale, int64_t scaleStride, int64_t dv, float* acc,
+                                    int64_t accStride);
 const Int8Kernels& avx2Int8Kernels();
 // arm64 builds only (gemm_int8_neon.cc): with the dot-product instructions,
 // which cpuHasDotProduct() detects (Linux), and with plain NEON.

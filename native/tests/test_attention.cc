@@ -31,6 +31,9 @@ struct Case {
   bool ragged = false;
   bool bf16 = false;  // k and v in bf16 (kvBf16); the reference uses the same rounded values
   bool int8 = false;  // k and v in int8 with row scales (kvInt8); the reference uses the dequantized values
+  // int8 only: key 7's V row holds a NaN, so its scale is NaN. Where its weight is 0 (the mask's
+  // -inf at query row 0) it is not read; elsewhere that query's output is NaN.
+  bool nanValueRow = false;
 };
 
 std::string describe(const Case& c) {
@@ -107,6 +110,9 @@ void runCase(const Case& c, std::mt19937_64& rng) {
       for (int64_t e = 0; e < width; ++e) x[r * width + e] = static_cast<float>(bytes[r * width + e]) * scales[r];
     }
   };
+  if (c.nanValueRow && c.seqKV > 7)
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t g = 0; g < c.kvHeads; ++g) v[at(c.layout, vs, b, g, 7, c.dimV / 2)] = NAN;
   if (c.int8) {
     quantizeRows(k, c.dim, kBytes, kScales);
     quantizeRows(v, c.dimV, vBytes, vScales);
@@ -190,10 +196,20 @@ void runCase(const Case& c, std::mt19937_64& rng) {
         }
         for (int64_t e = 0; e < c.dimV; ++e) {
           double o = 0;
-          for (int64_t j = 0; j < lengths[b]; ++j) o += p[j] * v[at(c.layout, vs, b, g, j, e)];
+          for (int64_t j = 0; j < lengths[b]; ++j)
+            if (p[j] != 0) o += p[j] * v[at(c.layout, vs, b, g, j, e)];  // a weight of 0 reads nothing
           ref[at(c.layout, os, b, h, i, e)] = o;
         }
       }
+  // Where the reference is NaN (nanValueRow) the output must be NaN; the rest is compared.
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(ref[i]) != std::isnan(out[i])) {
+      CHECK_MSG(false, describe(c) + ": output " + std::to_string(i) + " is " + std::to_string(out[i]) + ", reference " +
+                           std::to_string(ref[i]));
+      return;
+    }
+    if (std::isnan(ref[i])) ref[i] = out[i] = 0;
+  }
   const double err = relativeError(out, ref);
   // Where the decode path accumulates V in integers (Int8Kernels::decodeAccumulate), each weight is
   // held in int16 against its block's largest: up to 2^-16 of that largest per weight, so
@@ -604,6 +620,14 @@ TEST(attention_bf16_keys_and_values) {
 TEST(attention_int8_keys_and_values) {
   std::mt19937_64 rng(testSeed() + 19);
   runNarrowKVCases(rng, [](Case& c) { c.int8 = true; }, 2);
+  // A V row with a NaN scale: not read where its weight is 0 (query row 0, masked), NaN where it is
+  // read (rows 1 and 2), on the decode path, whose integer V kernel declines such weights.
+  for (int64_t seqQ : {1, 3}) {
+    Case c{0, 2, 8, 2, seqQ, 1000, 64, 64, false, true, false, false};  // 1000: row 0 masks keys 0, 7, ..., rows 1, 2 others
+    c.int8 = true;
+    c.nanValueRow = true;
+    runCase(c, rng);
+  }
 }
 
 // int8 k and v need kvInt8, both, and their scales, reaching their last row;
