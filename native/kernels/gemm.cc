@@ -247,9 +247,31 @@ class NextBlockShares {
 
 // Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
 // packed B block (whose sliver t starts at column t * nr of the block).
+void finishTile(const KernelTable& kt, const GemmProblem& p, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  if (p.activation == Activation::kNone && p.residual == nullptr) return;
+  for (int64_t i = i0; i < i0 + rows; ++i) {
+    float* o = p.out + i * p.outRowStride + j0 * p.outColStride;
+    const float* r = p.residual ? p.residual + i * p.residualRowStride + j0 : nullptr;
+    if (p.outColStride == 1) {
+      kt.activate(o, cols, p.activation);
+      if (r)
+        for (int64_t j = 0; j < cols; ++j) o[j] += r[j];
+      continue;
+    }
+    float row[64];  // a strided output goes through a contiguous row
+    for (int64_t j0c = 0; j0c < cols; j0c += 64) {
+      const int64_t w = std::min<int64_t>(64, cols - j0c);
+      for (int64_t j = 0; j < w; ++j) row[j] = o[(j0c + j) * p.outColStride];
+      kt.activate(row, w, p.activation);
+      for (int64_t j = 0; j < w; ++j) o[(j0c + j) * p.outColStride] = r ? row[j] + r[j0c + j] : row[j];
+    }
+  }
+}
+
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
-                     int64_t bDepth, bool accumulate, bool firstStep, const float* next, int64_t nextFloats) {
+                     int64_t bDepth, bool accumulate, bool firstStep, const float* next, int64_t nextFloats,
+                     bool lastStep) {
   const float* bias = firstStep ? p.bias : nullptr;
   const int mr = kt.mr, nr = kt.nr;
   NextBlockShares shares(next, nextFloats, kc);
@@ -266,6 +288,7 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
       if (p.outColStride == 1) {
         kt.microKernel(kc, as, aStep, bs, nr, c, p.outRowStride, p.alpha, accumulate, rows, cols,
                        bias ? bias + jc + jr : nullptr, shares.take());
+        if (lastStep) finishTile(kt, p, ic + ir, rows, jc + jr, cols);
         continue;
       }
       // A strided output: the tile goes through tmp, the bias after it.
@@ -278,6 +301,7 @@ void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, in
         }
       }
       if (bias) addBiasTile(c, p.outRowStride, p.outColStride, rows, cols, bias + jc + jr);
+      if (lastStep) finishTile(kt, p, ic + ir, rows, jc + jr, cols);
     }
   }
 }
@@ -319,6 +343,7 @@ void gemmEmptyDepth(const GemmProblem& p) {
       const float b = p.bias ? p.bias[j] : 0.0f;
       o = p.accumulate ? o + b : b;
     }
+  finishTile(kernels(), p, 0, p.m, 0, p.n);
 }
 
 int64_t packedBSize(int64_t k, int64_t n) { return roundUp(n, kernels().nr) * k; }
@@ -377,6 +402,7 @@ void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, 
                        int64_t nextFloats) {
   const int mr = kt.mr, nr = kt.nr;
   const float* bias = pc == 0 ? p.bias : nullptr;
+  const bool lastStep = pc + kc == p.k;
   NextBlockShares shares(next, nextFloats, kc);
   if (mc <= kt.fewRowsMax) {
     const float* a = p.a.data + ic * p.a.rowStride + pc;
@@ -389,6 +415,7 @@ void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, 
       kt.fewRowsPacked(kc, a, p.a.rowStride, bBlock + jr * kc, nr * kc, p.out + ic * p.outRowStride + jc + jr,
                        p.outRowStride, p.alpha, accumulate, static_cast<int>(mc), cols,
                        bias ? bias + jc + jr : nullptr);
+      if (lastStep) finishTile(kt, p, ic, mc, jc + jr, cols);
     }
     return;
   }
@@ -403,6 +430,7 @@ void directMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, 
       float* c = p.out + (ic + ir) * p.outRowStride + jc + jr;
       kt.microKernelDirect(kc, a, p.a.rowStride, bBlock + jr * kc, nr, c, p.outRowStride, p.alpha, accumulate, rows,
                            cols, bias ? bias + jc + jr : nullptr);
+      if (lastStep) finishTile(kt, p, ic + ir, rows, jc + jr, cols);
     }
   }
 }
@@ -430,7 +458,8 @@ void updateBlock(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_
     directMacroKernel(kt, p, ic, mc, pc, kc, jc, nc, bBlock, accumulate, next, nextFloats);
     return;
   }
-  gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bBlock, kc, accumulate, pc == 0, next, nextFloats);
+  gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bBlock, kc, accumulate, pc == 0, next, nextFloats,
+                  pc + kc == p.k);
 }
 
 // One rank-kc update of rows [ic, ic+mc) x columns [n0, n1) against the packed
@@ -541,6 +570,7 @@ inline void directTile(const KernelTable& kt, const GemmProblem& p, int64_t ir, 
                          p.outRowStride, p.alpha, p.accumulate || pc > 0, rows, cols,
                          pc == 0 && p.bias ? p.bias + jr : nullptr);
   }
+  finishTile(kt, p, ir, rows, jr, cols);
 }
 
 // Rows [m0, m1) x columns [n0, n1) of the product, unpacked. Column slivers

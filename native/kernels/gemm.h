@@ -1,12 +1,15 @@
 // Single-precision GEMM on strided operands, BLIS-style:
 //   out = alpha * A * B            (accumulate == false)
 //   out = alpha * A * B + out      (accumulate == true)
+// then optionally out = activation(out) + residual (GemmProblem::activation).
 // A is m x k, B is k x n, out m x n. Every operand is addressed as
 // data[i * rowStride + j * colStride], so transposes, head-split layouts and
 // tokens-as-columns views need no copies: the packing routines absorb them.
 #pragma once
 
 #include <cstdint>
+
+#include "activation.h"
 
 namespace mhsa {
 
@@ -57,7 +60,21 @@ struct GemmProblem {
   // kGemmMaxLayerNormK (whole rows in one depth block) and packedB (the
   // unpacked paths read A in place).
   const RowLayerNorm* aLayerNorm = nullptr;
+  // A transformer MLP's epilogue, in the step that last writes each tile
+  // (the last depth block), while the tile is still in L1: out =
+  // activation(the product, with alpha, c and the bias), then out +=
+  // residual (row-major, residualRowStride apart; null: none). Not with
+  // accumulate. The float drivers here apply it (finishTile).
+  Activation activation = Activation::kNone;
+  const float* residual = nullptr;
+  int64_t residualRowStride = 0;
 };
+
+struct KernelTable;
+
+// The epilogue (GemmProblem::activation, residual) of rows [i0, i0 + rows) x
+// columns [j0, j0 + cols) of out, once every depth step has written them.
+void finishTile(const KernelTable& kt, const GemmProblem& p, int64_t i0, int64_t rows, int64_t j0, int64_t cols);
 
 // Widest row a fused LayerNorm takes (GemmProblem::aLayerNorm): whole rows in
 // one rank-k update (kGemmKCSingleMax), within packA's row buffer.
@@ -128,8 +145,6 @@ inline int64_t gemmPrepackedColumnBlock(int64_t kc) {
   return nc < 32 ? 32 : nc;
 }
 
-struct KernelTable;
-
 inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Building blocks of the driver, also used by the attention kernel to pack an
@@ -152,7 +167,8 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 // an A already k-major with row stride 1 needs no packing: aDepth = 1,
 // aStep = its column stride). B's slivers were packed with depth bDepth >= kc.
 // Honors p.alpha and p.out's strides; accumulate adds to what out holds;
-// firstStep (the block at depth 0) adds p.bias, if any. The micro-kernels
+// firstStep (the block at depth 0) adds p.bias, if any; lastStep (the block
+// that ends the depth) applies the epilogue, finishTile. The micro-kernels
 // request [next, next + nextFloats) into L2 as they go, one whole share of
 // ceil(kc / 8) lines per tile while whole shares fit: all of it when the
 // block has enough row tiles (64 at depth 768 for a 128-column block), the
@@ -160,7 +176,7 @@ void packB(const StridedMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t n
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
                      int64_t bDepth, bool accumulate, bool firstStep = false, const float* next = nullptr,
-                     int64_t nextFloats = 0);
+                     int64_t nextFloats = 0, bool lastStep = false);
 
 // Packs all of a k x n matrix B for the current kernel table: for each
 // gemmDepthBlock(k) block of depth starting at pc, the nr-column slivers of every column

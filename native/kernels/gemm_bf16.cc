@@ -153,6 +153,7 @@ void gemmBf16Narrow(const GemmProblem& p, const Bf16Kernels& kk, int threads) {
         kk.strip(kpad, a + b * blockSize, p.m, block + s * kpad * kBf16SliverColumns, p.out + j0,
                  p.outRowStride, p.alpha, p.accumulate || pc > 0, static_cast<int>(std::min(kBf16SliverColumns, p.n - j0)),
                  pc == 0 && p.bias ? p.bias + j0 : nullptr);
+        if (b == blocks - 1) finishTile(kernels(), p, 0, p.m, j0, std::min(kBf16SliverColumns, p.n - j0));
       }
     }
     kk.leave();
@@ -205,6 +206,7 @@ void gemmBf16Tiled(const GemmProblem& p, const Bf16Kernels& kk) {
           kk.strip(kpad, a + r0 * kpad, r1 - r0, block + s * kpad * kBf16SliverColumns,
                    p.out + (ic + r0) * p.outRowStride + j0, p.outRowStride, p.alpha, accumulate,
                    static_cast<int>(std::min(kBf16SliverColumns, p.n - j0)), bias ? bias + j0 : nullptr);
+          if (pc + kc == p.k) finishTile(kernels(), p, ic + r0, r1 - r0, j0, std::min(kBf16SliverColumns, p.n - j0));
         }
         kk.leave();
       };
@@ -290,6 +292,7 @@ void gemmBf16RowsWidened(const GemmProblem& p) {
           if (p.bias) v += p.bias[j0 + j];
           *o = v;
         }
+      finishTile(kt, p, 0, m, j0, cols);
     }
   };
   parallelFor(threads, run);  // one task runs inline
@@ -316,7 +319,8 @@ void gemmBf16Widened(const GemmProblem& p) {
         const int64_t jc = t * ncb, nc = std::min(ncb, p.n - jc);
         float* bp = scratchFloats(ScratchSlot::GemmPackB, static_cast<size_t>(roundUp(nc, kt.nr) * kc));
         widenBlock(block, kpad, kc, jc, nc, kt.nr, bp);
-        gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bp, kc, p.accumulate || pc > 0, pc == 0);
+        gemmMacroKernel(kt, p, ic, mc, jc, 0, nc, kc, ap, kc, kt.mr, bp, kc, p.accumulate || pc > 0, pc == 0, nullptr, 0,
+                        pc + kc == p.k);
       };
       const int64_t blocks = ceilDiv(p.n, ncb);
       if (parallel) {

@@ -8,6 +8,7 @@
 #include "../runtime/cpu_features.h"
 #include "../runtime/thread_pool.h"
 #include "kernel_math.h"
+#include "kernel_table.h"
 #include "scratch.h"
 
 namespace mhsa {
@@ -251,6 +252,7 @@ void gemmInt8(const GemmProblem& p, const Int8Kernels& kk) {
           out[j] = r;
         }
       }
+      finishTile(kernels(), p, t * mr, rows, j0, cols);
     }
   });
 }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "activation.h"
+
 namespace mhsa {
 
 // Attention's fused exp (KernelTable::scoresExp2Tile) gives each score
@@ -126,6 +128,11 @@ struct KernelTable {
   // x[i] = cap * tanh(x[i] / cap) for i < n, cap > 0: attention's softcap
   // (Gemma 2), to a few ulp of the scores' scale; NaN stays NaN, ±inf gives ±cap.
   void (*softcap)(float* x, int64_t n, float cap);
+
+  // x[i] = a(x[i]) for i < n (activation.h): a GEMM's epilogue, one row of a
+  // finished tile at a time. The erf GELU within 1e-6 of float64's (absolute,
+  // or relative past |x| = 1), the others within a few float32 roundings.
+  void (*activate)(float* x, int64_t n, Activation a);
 
   // Attention's decode path, for `queries` query rows (q[u * d ...]) that
   // share one K and V (the query heads of a group): each row of K and of V
