@@ -172,8 +172,6 @@ MHSA_VNNI inline void accumulateChunk(const int32_t (*pairs)[kValueBlockKeys / 2
   }
 }
 
-}  // namespace
-
 // Whether every weight times its row's scale (unless 0) is finite.
 MHSA_VNNI bool scaledWeightsFinite(const float* p, int64_t queries, int64_t n, const float* vScale,
                                    int64_t scaleStride) {
@@ -189,6 +187,8 @@ MHSA_VNNI bool scaledWeightsFinite(const float* p, int64_t queries, int64_t n, c
   }
   return finite == 0xFFFF;
 }
+
+}  // namespace
 
 MHSA_VNNI bool decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, int64_t n, const int8_t* v,
                                               int64_t vStride, const float* vScale, int64_t scaleStride, int64_t dv,

@@ -245,8 +245,6 @@ class NextBlockShares {
 
 }  // namespace
 
-// Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
-// packed B block (whose sliver t starts at column t * nr of the block).
 void finishTile(const KernelTable& kt, const GemmProblem& p, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
   if (p.activation == Activation::kNone && p.residual == nullptr) return;
   for (int64_t i = i0; i < i0 + rows; ++i) {
@@ -259,15 +257,17 @@ void finishTile(const KernelTable& kt, const GemmProblem& p, int64_t i0, int64_t
       continue;
     }
     float row[64];  // a strided output goes through a contiguous row
-    for (int64_t j0c = 0; j0c < cols; j0c += 64) {
-      const int64_t w = std::min<int64_t>(64, cols - j0c);
-      for (int64_t j = 0; j < w; ++j) row[j] = o[(j0c + j) * p.outColStride];
+    for (int64_t from = 0; from < cols; from += 64) {
+      const int64_t w = std::min<int64_t>(64, cols - from);
+      for (int64_t j = 0; j < w; ++j) row[j] = o[(from + j) * p.outColStride];
       kt.activate(row, w, p.activation);
-      for (int64_t j = 0; j < w; ++j) o[(j0c + j) * p.outColStride] = r ? row[j] + r[j0c + j] : row[j];
+      for (int64_t j = 0; j < w; ++j) o[(from + j) * p.outColStride] = r ? row[j] + r[from + j] : row[j];
     }
   }
 }
 
+// Runs the micro-kernel over an mc x [n0, n1) block of packed A against the
+// packed B block (whose sliver t starts at column t * nr of the block).
 void gemmMacroKernel(const KernelTable& kt, const GemmProblem& p, int64_t ic, int64_t mc, int64_t jc, int64_t n0,
                      int64_t n1, int64_t kc, const float* ap, int64_t aDepth, int64_t aStep, const float* bp,
                      int64_t bDepth, bool accumulate, bool firstStep, const float* next, int64_t nextFloats,

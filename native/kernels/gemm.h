@@ -64,7 +64,7 @@ struct GemmProblem {
   // (the last depth block), while the tile is still in L1: out =
   // activation(the product, with alpha, c and the bias), then out +=
   // residual (row-major, residualRowStride apart; null: none). Not with
-  // accumulate. The float drivers here apply it (finishTile).
+  // accumulate. Every driver applies it (finishTile): float, bf16 and int8.
   Activation activation = Activation::kNone;
   const float* residual = nullptr;
   int64_t residualRowStride = 0;
