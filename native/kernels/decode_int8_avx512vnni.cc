@@ -25,9 +25,8 @@ constexpr int kTileKeys = 4, kTileQueries = 4;
 // Rows ahead requested into L2 as each tile's rows are read (the float decode tiles' distance).
 constexpr int64_t kPrefetchRows = 64;
 
-// The row scales of keys [0, keys) (keys <= 16, scaleStride apart) in the low lanes, zero above.
+// The row scales of keys [0, keys) (keys > 0; at most 16 read, scaleStride apart) in the low lanes, zero above.
 MHSA_VNNI inline __m512 rowScales(const float* scale, int64_t scaleStride, int64_t keys) {
-  if (keys <= 0) return _mm512_setzero_ps();
   if (scaleStride == 1) return _mm512_maskz_loadu_ps(lowLanes(keys), scale);
   alignas(64) float lanes[16] = {};
   for (int64_t i = 0; i < keys && i < 16; ++i) lanes[i] = scale[i * scaleStride];
@@ -198,7 +197,8 @@ MHSA_VNNI bool decodeAccumulateInt8Avx512Vnni(const float* p, int64_t queries, i
     const int64_t keys = n - j0 < kValueBlockKeys ? n - j0 : kValueBlockKeys;
     const int8_t* rows = v + j0 * vStride;
     const __m512 scale0 = rowScales(vScale + j0 * scaleStride, scaleStride, keys);
-    const __m512 scale1 = rowScales(vScale + (j0 + 16) * scaleStride, scaleStride, keys - 16);
+    const __m512 scale1 =
+        keys > 16 ? rowScales(vScale + (j0 + 16) * scaleStride, scaleStride, keys - 16) : _mm512_setzero_ps();
     for (int64_t j = j0 + kPrefetchRows; j < j0 + kPrefetchRows + keys && j < n; ++j)
       for (int64_t e = 0; e < dv; e += 64) _mm_prefetch(reinterpret_cast<const char*>(v + j * vStride + e), _MM_HINT_T1);
     for (int64_t u0 = 0; u0 < queries; u0 += kTileQueries) {

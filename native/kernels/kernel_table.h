@@ -130,8 +130,8 @@ struct KernelTable {
   void (*softcap)(float* x, int64_t n, float cap);
 
   // x[i] = a(x[i]) for i < n (activation.h): a GEMM's epilogue, one row of a
-  // finished tile at a time. The erf GELU within 1e-6 of float64's (absolute,
-  // or relative past |x| = 1), the others within a few float32 roundings.
+  // finished tile at a time. The erf GELU within 1e-6 of float64's
+  // (absolute), the others within a few float32 roundings; NaN stays NaN.
   void (*activate)(float* x, int64_t n, Activation a);
 
   // Attention's decode path, for `queries` query rows (q[u * d ...]) that
